@@ -1,7 +1,7 @@
 """Throughput of the local backend's training loop against raw random play, same games.
 
 Run: ``.venv/bin/python benchmarks/bench_local_backend.py [--sweep sweeps/demo.yaml]
-[--arm gigpo] [--steps 10] [--raw-steps 2000]``.
+[--arm gigpo] [--steps 10] [--raw-steps 2000] [OVERRIDES...]``.
 
 Both measurements use the demo sweep's generated games and engines in this process, after
 the engines are loaded (loading is timed separately: once per process):
@@ -51,6 +51,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=10, help="training steps timed")
     ap.add_argument("--raw-steps", type=int, default=2000, help="random-play steps timed")
     ap.add_argument("--games-cache", default=None, help="game cache (default: a temp dir)")
+    ap.add_argument("overrides", nargs="*", help="sweep overrides, e.g. protocol.ppo_epochs=1")
     args = ap.parse_args()
 
     import torch
@@ -60,7 +61,7 @@ def main() -> None:
     from ccpo_lab.backends.local.trainer import Trainer
     from ccpo_lab.config.sweep import load_sweep
 
-    sw = load_sweep(args.sweep)
+    sw = load_sweep(args.sweep, args.overrides)
     run = next(r for r in sw.runs if r.arm == args.arm)
     p, cfg = run.protocol, run.backend.local
     torch.set_num_threads(cfg.num_threads)
@@ -72,8 +73,7 @@ def main() -> None:
 
     trainer = Trainer(run, games)
     t0 = time.perf_counter()
-    train_engines = [trainer.train_pool.engine(g, r) for g in games.train
-                     for r in range(p.group_size)]
+    train_engines = [trainer.train_pool.engine(g) for g in games.train]
     for env in train_engines:
         env.reset(0)
     for i, g in enumerate(games.eval[:p.val_batch_size]):
@@ -81,7 +81,7 @@ def main() -> None:
     print(f"engine loading (once per process): {time.perf_counter() - t0:.1f} s for "
           f"{len(train_engines) + min(len(games.eval), p.val_batch_size)} engines")
 
-    raw_steps, raw_s = _raw_play(train_engines[::p.group_size], args.raw_steps,
+    raw_steps, raw_s = _raw_play(train_engines, args.raw_steps,
                                  np.random.default_rng(0))
     raw_rate = raw_steps / raw_s
     print(f"raw random play: {raw_steps} env steps in {raw_s:.1f} s = {raw_rate:.0f} steps/s")

@@ -1,7 +1,7 @@
 """Episodes on the real engine: lockstep rollouts of the policy over generated games.
 
-One engine per game (loaded once per process and kept, see :class:`EnginePool`); the
-episodes of one call play distinct games in lockstep so the policy scores them as one batch.
+Engines are opened once per process and kept (:class:`EnginePool`); the episodes of one
+:func:`play` call run on distinct engines in lockstep, so the policy scores them as one batch.
 Every episode records, per turn, what the trainer needs (prompt tokens, candidate actions,
 the chosen one, its log-probability) and what ``run.json``'s step-1 evidence needs
 (observation, admissible actions, chosen action, a hash of the policy's input tokens).
@@ -94,9 +94,8 @@ class Episode:
 class EnginePool:
     """Engines keyed by (game file, slot), opened on first use and kept for the process.
 
-    A group's rollouts of one game play in lockstep on slots 0..n-1 of that game. Engines
-    are reset before every episode, so reuse across runs in one process (the inline
-    launcher) cannot change results; it only saves the load (about 0.05-0.15 s a game).
+    Engines are reset before every episode, so reuse across runs in one process (the inline
+    launcher) cannot change results; it only saves the load (about 0.05-0.1 s a game).
     """
 
     _shared: dict[tuple[str, int, int], AlfworldEnv] = {}
@@ -127,18 +126,21 @@ class Timer:
 
 def play(policy: ActionScorer, pool: EnginePool, games: Sequence[GameRecord],
          task_uids: Sequence[str], rollouts: Sequence[int], temperature: float,
-         rng: np.random.Generator, prompts: PromptSettings, timer: Timer) -> list[Episode]:
-    """Play one episode per ``(games[i], rollouts[i])`` (distinct pairs) in lockstep.
+         rng: np.random.Generator, prompts: PromptSettings, timer: Timer,
+         slots: Sequence[int] | None = None) -> list[Episode]:
+    """Play one episode per ``games[i]`` (rollout index ``rollouts[i]``), all in lockstep.
 
-    Rollout ``r`` of a game runs on that game's engine slot ``r``. Actions are sampled at
+    Episode ``i`` runs on engine slot ``slots[i]`` of its game (default: its rollout
+    index); the (game, slot) pairs must be distinct. Actions are sampled at
     ``temperature`` with ``rng`` (one draw per live episode per turn, in list order); the
     policy runs without gradients.
     """
-    keys = [(str(g.gamefile), r) for g, r in zip(games, rollouts, strict=True)]
+    slots = list(rollouts) if slots is None else list(slots)
+    keys = [(str(g.gamefile), s) for g, s in zip(games, slots, strict=True)]
     if len(set(keys)) != len(keys):
-        raise ValueError("play() needs distinct (game, rollout) pairs (one engine each)")
+        raise ValueError("play() needs distinct (game, slot) pairs (one engine each)")
     episodes = [Episode(g, u, r) for g, u, r in zip(games, task_uids, rollouts, strict=True)]
-    engines = [pool.engine(g, r) for g, r in zip(games, rollouts, strict=True)]
+    engines = [pool.engine(g, s) for g, s in zip(games, slots, strict=True)]
     obs: list[str] = []
     adm: list[tuple[str, ...]] = []
     t0 = time.perf_counter()

@@ -4,9 +4,9 @@ A step mirrors ``shared/reference/protocol.md`` at small scale: ``train_batch_si
 training games x ``group_size`` rollouts at ``train_temperature``; rows (one per turn) go
 through the arm's estimator via the public API (``get_estimator``); the loss is verl's
 PPO-clip (with dual clip) plus ``kl_loss_coef`` x the ``kl_loss_type`` estimate of the KL to
-the frozen reference;
-Adam. Held-out evaluation plays ``val_batch_size`` episodes of the held-out games at
-``val_temperature`` with a generator keyed by (seed, step), so it never perturbs training.
+the frozen reference; Adam. Held-out evaluation plays ``val_batch_size`` episodes of the
+held-out games at ``val_temperature`` with a generator keyed by (seed, step), so it never
+perturbs training and every arm of a seed is evaluated with the same draws.
 
 Every random draw comes from ``self.rng`` (numpy: tasks, actions) or ``self.tgen`` (torch:
 initialisation, mini-batch order), both saved in checkpoints.
@@ -105,19 +105,25 @@ class Trainer:
 
     # -- rollouts ---------------------------------------------------------------------------
     def collect(self, step: int) -> list[Episode]:
-        """The training episodes of ``step``: distinct games x ``group_size`` rollouts, all
-        played in lockstep (rollout r of a game on its engine slot r)."""
+        """The training episodes of ``step``: distinct games x ``group_size`` rollouts.
+
+        The games of a round play in lockstep (one policy batch); rounds (rollout indices)
+        follow one another on the same engines, so a run opens one engine per game: opening
+        one costs about as much as 10-15 steps, more than batching rollouts saves.
+        """
         p = self.run.protocol
         train = self.games.train
         b = min(p.train_batch_size, len(train))
         tasks = self.rng.choice(len(train), size=b, replace=False)
         games = [train[int(t)] for t in tasks]
-        n = p.group_size
+        uids = [f"{step}-{slot}" for slot in range(b)]
         self.policy.eval()
-        return play(self.policy, self.train_pool, [g for g in games for _ in range(n)],
-                    [f"{step}-{slot}" for slot in range(b) for _ in range(n)],
-                    [r for _ in range(b) for r in range(n)], p.train_temperature, self.rng,
-                    self.prompts, self.timer)
+        episodes: list[Episode] = []
+        for r in range(p.group_size):
+            episodes += play(self.policy, self.train_pool, games, uids, [r] * b,
+                             p.train_temperature, self.rng, self.prompts, self.timer,
+                             slots=[0] * b)
+        return episodes
 
     def evaluate(self, step: int) -> dict[str, float]:
         """Held-out success at ``step``: ``val/success_rate``, per task type, ``val/length``."""
@@ -130,7 +136,7 @@ class Trainer:
         self.policy.eval()
         episodes = play(self.policy, self.eval_pool, [held[i % len(held)] for i in range(n)],
                         [f"val-{i}" for i in range(n)], [i // len(held) for i in range(n)],
-                        p.val_temperature, rng, self.prompts, self.timer)
+                        p.val_temperature, rng, self.prompts, self.timer)  # slot = rollout
         return success_metrics(episodes, "val")
 
     # -- update -----------------------------------------------------------------------------

@@ -119,13 +119,18 @@ def test_same_generator_same_episodes_and_no_global_rng(games: GameSet) -> None:
     assert transcript(games, seed=4) != a
 
 
-def test_parse_cache_changes_nothing(games: GameSet) -> None:
+def test_engine_speedups_change_nothing(games: GameSet) -> None:
+    import textworld.envs.pddl.textgen as textgen
+
     speedups.uninstall()
     try:
         plain = transcript(games, seed=5, fast=False)
         assert not speedups.installed()
+        assert textgen.copy_context.__module__ == textgen.__name__
     finally:
         speedups.install()
+    assert textgen.copy_context is speedups._shallow_copy_context
+    assert len(plain) > 2000
     assert transcript(games, seed=5) == plain
 
 
