@@ -13,7 +13,10 @@ the engines are loaded (loading is timed separately: once per process):
   schedules in those steps.
 
 Prints environment steps per second of both, their ratio (goal >= 0.5), and the policy's
-share of the training loop's time. Figures only, no assertion.
+share of the training loop's time. For context it also times raw play on the stock
+engine (:mod:`ccpo_lab.backends.local.speedups` removed, same engines): the ratio's
+denominator is the sped-up engine the training loop really uses. Figures only, no
+assertion.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ def main() -> None:
     ap.add_argument("--arm", default="gigpo")
     ap.add_argument("--steps", type=int, default=10, help="training steps timed")
     ap.add_argument("--raw-steps", type=int, default=2000, help="random-play steps timed")
+    ap.add_argument("--stock-steps", type=int, default=300,
+                    help="random-play steps timed on the stock engine (0: skip)")
     ap.add_argument("--games-cache", default=None, help="game cache (default: a temp dir)")
     ap.add_argument("overrides", nargs="*", help="sweep overrides, e.g. protocol.ppo_epochs=1")
     args = ap.parse_args()
@@ -108,6 +113,13 @@ def main() -> None:
           f"{wall - (timer.env - env0) - (timer.policy - pol0):.1f} s")
     print(f"training / raw env steps per second: {rate / raw_rate:.2f} (goal >= 0.50)")
     print(f"policy share of the training step time: {(timer.policy - pol0) / wall:.0%}")
+    if args.stock_steps:  # last: uninstalling the speed-ups empties their caches
+        from ccpo_lab.backends.local import speedups
+
+        speedups.uninstall()
+        n, s = _raw_play(train_engines, args.stock_steps, np.random.default_rng(0))
+        print(f"context: the stock engine (no speed-ups) plays {n / s:.0f} random steps/s on "
+              f"the same games; the speed-ups make raw play {raw_rate / (n / s):.1f}x faster")
 
 
 if __name__ == "__main__":

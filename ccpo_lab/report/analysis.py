@@ -90,6 +90,8 @@ def run_summary(run: RunData, s: ReportSettings) -> dict[str, Any]:
     w = window_summary(steps, vals, s.window_start)
     best = best_evaluation(steps, vals, s.window_start)
     se = binomial_se(w.mean, run.n_episodes) if run.n_episodes and w.n else float("nan")
+    before = np.flatnonzero((steps < s.window_start) & ~np.isnan(vals))
+    first = int(before[np.argmin(steps[before])]) if before.size else None
     if run.total_steps is not None:
         last = np.array([run.last_step] if run.last_step is not None else [], dtype=np.int64)
         interim = is_interim(last, run.total_steps)
@@ -100,6 +102,8 @@ def run_summary(run: RunData, s: ReportSettings) -> dict[str, Any]:
         "best": num(best.value), "best_step": best.step if best.n else None,
         "best_bias": num(best.bias), "best_bias_sd": num(best.bias_sd_units),
         "binomial_se": num(se), "n_episodes": run.n_episodes,
+        "start": None if first is None else num(vals[first]),
+        "start_step": None if first is None else int(steps[first]),
         "interim": bool(interim), "last_step": run.last_step, "total_steps": run.total_steps,
         "state": run.state, "dir": run.path.name, "run_id": run.run_id,
         "fingerprint": run.fingerprint,
@@ -157,6 +161,7 @@ def arm_summary(arm: str, per_seed: Mapping[int, dict[str, Any]],
         iv = stratified_bootstrap_ci(complete, rng, "iqm", s.confidence, s.bootstrap_reps)
         iqm, ci_iqm = num(iv.estimate), interval(iv.low, iv.high)
     sds = [per_seed[k]["sd"] for k in seeds if per_seed[k]["sd"] is not None]
+    rise = _rise([per_seed[k] for k in seeds], is_rate(s.metric))
     interim = [k for k in seeds if per_seed[k]["interim"]]
     return {
         "arm": arm, "n_seeds": main.n, "seeds": seeds,
@@ -169,7 +174,24 @@ def arm_summary(arm: str, per_seed: Mapping[int, dict[str, Any]],
         "turns_from_training": any(per_seed[k]["turns_from_training"] for k in seeds),
         "per_seed": {str(k): per_seed[k] for k in seeds},
         "per_task": per_task,
+        "rise": rise,
     }
+
+
+def _rise(entries: list[dict[str, Any]], rate: bool) -> dict[str, Any]:
+    """:func:`ccpo_lab.stats.rise_over_start` over per-seed entries (JSON-ready); the
+    binomial se only for a rate metric with known episode counts."""
+    from ccpo_lab.stats import rise_over_start
+
+    def col(key: str) -> list[float]:
+        return [np.nan if e[key] is None else float(e[key]) for e in entries]
+
+    episodes = col("n_episodes") if rate else [np.nan] * len(entries)
+    r = rise_over_start(col("start"), col("mean"), episodes, [e["n_evals"] for e in entries])
+    steps = sorted({e["start_step"] for e in entries if e["start_step"] is not None})
+    return {"start": num(r.start), "start_steps": steps, "window": num(r.window),
+            "rise": num(r.rise), "se": num(r.se), "z": num(r.z), "n_seeds": r.n_seeds,
+            "n_rose": r.n_rose}
 
 
 def _check_metric(runs: Mapping[tuple[str, int], RunData], metric: str) -> None:

@@ -181,9 +181,34 @@ def per_seed_table(data: Mapping[str, Any]) -> Table:
     return Table("per_seed", "per seed", header, rows, notes)
 
 
+def rise_table(data: Mapping[str, Any]) -> Table:
+    """Arm | first evaluation | window mean | rise [+- 1.96 binomial se] | z | seeds that rose."""
+    pct = is_rate(data["metric"])
+    rows = []
+    for arm in data["arms"]:
+        r = arm["rise"]
+        steps = "/".join(map(str, r["start_steps"])) or DASH
+        first = DASH if r["start"] is None else f"{fmt(r['start'], pct)} (step {steps})"
+        rise = fmt(r["rise"], pct, signed=True)
+        if r["se"] is not None and r["rise"] is not None:
+            rise += f" ± {fmt(1.96 * r['se'], pct)}"
+        z = DASH if r["z"] is None else f"{r['z']:.1f}"
+        rose = f"{r['n_rose']}/{r['n_seeds']}" if r["n_seeds"] else DASH
+        rows.append([arm["arm"] + (INTERIM_MARK if arm["interim"] else ""), first,
+                     fmt(r["window"], pct), rise, z, rose])
+    header = ["arm", "first evaluation", f"window mean (step >= {data['window_start']})",
+              "rise ± 1.96 se", "z", "seeds that rose"]
+    notes = ["means over the seeds that have both; se: the evaluations' own binomial noise "
+             "(first evaluation and window), so |z| > 2 means the policy's held-out success "
+             "changed beyond evaluation noise, not that the arm beats another"
+             + ("" if pct else "; no se: the metric is not a success rate")]
+    return Table("rise", f"{data['metric']}: converged window against the first evaluation",
+                 header, rows, notes)
+
+
 def tables(data: Mapping[str, Any]) -> list[Table]:
-    """The three tables."""
-    return [main_table(data), per_task_table(data), per_seed_table(data)]
+    """The four tables."""
+    return [main_table(data), rise_table(data), per_task_table(data), per_seed_table(data)]
 
 
 def to_markdown(data: Mapping[str, Any]) -> str:
@@ -244,7 +269,8 @@ def csv_tables(data: Mapping[str, Any]) -> dict[str, str]:
                      *(a["ci_iqm"] or [None, None]), a["interim"], c.get("diff"),
                      *(c.get("ci") or [None, None]), c.get("p"), c.get("p_holm"),
                      c.get("prob_improvement"), c.get("seeds_needed"), c.get("verdict"),
-                     c.get("step1_verified")])
+                     c.get("step1_verified"), a["rise"]["start"], a["rise"]["rise"],
+                     a["rise"]["se"], a["rise"]["z"], a["rise"]["n_rose"]])
     per_task = [[a["arm"], col, st["n_seeds"], st["mean"], st["sd"], *st["ci_t"]]
                 for a in data["arms"] for col, st in a["per_task"].items()]
     b = data["baselines"]
@@ -253,19 +279,22 @@ def csv_tables(data: Mapping[str, Any]) -> dict[str, str]:
                      for r in b["rows"] for col, v in r["per_task"].items()]
     per_seed = [[a["arm"], k, e["dir"], e["mean"], e["sd"], e["n_evals"], e["best"],
                  e["best_step"], e["best_bias"], e["binomial_se"], e["n_episodes"],
-                 e["last_step"], e["total_steps"], e["interim"], e["fingerprint"]]
+                 e["last_step"], e["total_steps"], e["interim"], e["fingerprint"],
+                 e["start"], e["start_step"]]
                 for a in data["arms"] for k, e in a["per_seed"].items()]
     return {
         "main": _csv(["arm", "reference", "n_seeds", "n_evals", "mean", "sd", "ci_t_low",
                       "ci_t_high", "ci_bootstrap_low", "ci_bootstrap_high", "iqm",
                       "iqm_ci_low", "iqm_ci_high", "interim", "diff", "diff_ci_low",
                       "diff_ci_high", "p", "p_holm", "prob_improvement", "seeds_needed",
-                      "verdict", "step1_verified"], main),
+                      "verdict", "step1_verified", "start", "rise", "rise_se", "rise_z",
+                      "n_rose"], main),
         "per_task": _csv(["arm", "column", "n_seeds", "mean", "sd", "ci_t_low", "ci_t_high"],
                          per_task),
         "per_seed": _csv(["arm", "seed", "dir", "mean", "sd", "n_evals", "best", "best_step",
                           "best_bias", "binomial_se", "n_episodes", "last_step",
-                          "total_steps", "interim", "fingerprint"], per_seed),
+                          "total_steps", "interim", "fingerprint", "start", "start_step"],
+                         per_seed),
     }
 
 

@@ -3,7 +3,8 @@
 Layers (each a module; all re-exported here):
 
 * :mod:`.run` -- one run's evaluation series: converged-window summary, best
-  evaluation with its expected upward bias, binomial se, interim flag.
+  evaluation with its expected upward bias, binomial se, interim flag, the rise of the
+  window over the first evaluation.
 * :mod:`.aggregate` -- one arm over seeds (mean, sd, t-interval) and rliable's
   aggregates over ``(runs, tasks)`` matrices (mean, median, IQM, optimality gap).
 * :mod:`.bootstrap` -- vectorised percentile bootstrap over seeds and
@@ -52,11 +53,13 @@ from ccpo_lab.stats.improvement import (
 from ccpo_lab.stats.power import minimal_detectable_difference, seeds_needed, welch_type2_error
 from ccpo_lab.stats.run import (
     BestEvaluation,
+    Rise,
     WindowSummary,
     best_evaluation,
     binomial_se,
     expected_max_normal,
     is_interim,
+    rise_over_start,
     window_summary,
 )
 from ccpo_lab.stats.verdict import Verdict, VerdictLabel, verdict
@@ -68,6 +71,7 @@ __all__ = [
     "BestEvaluation",
     "Comparison",
     "Interval",
+    "Rise",
     "Verdict",
     "VerdictLabel",
     "WindowSummary",
@@ -90,6 +94,7 @@ __all__ = [
     "probability_of_improvement",
     "probability_of_improvement_ci",
     "probability_of_improvement_distribution",
+    "rise_over_start",
     "seeds_needed",
     "stratified_bootstrap_ci",
     "stratified_bootstrap_distribution",

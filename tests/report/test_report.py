@@ -12,6 +12,7 @@ from scipy import stats as sps
 from ccpo_lab.errors import UserError
 from ccpo_lab.report.analysis import build_report
 from ccpo_lab.report.output import to_json
+from ccpo_lab.report.tables import to_markdown
 from ccpo_lab.runs.layout import init_run_dir, resolve_run_dir
 from tests.report.builders import init_sweep, log_evals, sweep_file
 
@@ -197,3 +198,20 @@ def test_unreadable_run_and_empty_window_are_said(study: Path) -> None:
     data = build_report(study, {"window_start": 100}).data
     assert "no run has an evaluation at step >= 100 (the latest is at step 30)" in \
         " ".join(data["notes"])
+
+
+def test_rise_over_the_first_evaluation(study: Path) -> None:
+    data = build_report(study).data
+    grpo, ccpo = _arm(data, "grpo"), _arm(data, "ccpo-return-hard")
+    assert grpo["per_seed"]["1"]["start"] == 0.25 and grpo["per_seed"]["1"]["start_step"] == 0
+    # start 0.25 (24 episodes) against window means .5, .625, .75 of 3 evaluations each
+    var = sum(0.25 * 0.75 / 24 + w * (1 - w) / 72 for w in (0.5, 0.625, 0.75))
+    r = grpo["rise"]
+    assert (r["start"], r["window"], r["rise"]) == pytest.approx((0.25, 0.625, 0.375))
+    assert r["se"] == pytest.approx(math.sqrt(var) / 3)
+    assert r["z"] == pytest.approx(0.375 / (math.sqrt(var) / 3))
+    assert (r["n_seeds"], r["n_rose"], r["start_steps"]) == (3, 3, [0])
+    # seed 1 has a start but no window yet, seed 2 nothing: one seed counts
+    assert (ccpo["rise"]["n_seeds"], ccpo["rise"]["rise"]) == (1, pytest.approx(0.625))
+    md = to_markdown(data)
+    assert "| grpo | 25.0 (step 0) | 62.5 | +37.5 ± " in md and "| 3/3 |" in md

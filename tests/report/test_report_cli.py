@@ -71,7 +71,7 @@ def test_csv_and_latex(study: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert len(seeds) == 9
     assert main(["report", str(study), "--format", "latex"]) == 0
     tex = capsys.readouterr().out
-    assert tex.count(r"\begin{tabular}") == 3 and r"ccpo-return-hard*$^\dagger$" in tex
+    assert tex.count(r"\begin{tabular}") == 4 and r"ccpo-return-hard*$^\dagger$" in tex
     assert r"val/success\_rate" in tex and "±" not in tex
 
 

@@ -1,4 +1,4 @@
-"""Per-run summaries: converged window, best evaluation, binomial se, interim flag."""
+"""Per-run summaries: converged window, best evaluation, binomial se, interim flag, rise."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ccpo_lab.stats import (
     binomial_se,
     expected_max_normal,
     is_interim,
+    rise_over_start,
     window_summary,
 )
 
@@ -134,3 +135,26 @@ def test_ocar_last_point_versus_window() -> None:
     last_point_gain = 88.6 - 80.0
     assert last_point_gain == pytest.approx(8.6)
     assert x.mean - y.mean == pytest.approx(0.5)
+
+
+def test_rise_over_start_hand_computed() -> None:
+    # d = (0.3, 0.1); var = 0.16/100 + 0.25/400 and 0.21/100 + 0.24/100
+    r = rise_over_start([0.2, 0.3], [0.5, 0.4], [100, 100], [4, 1])
+    assert (r.start, r.window, r.rise) == pytest.approx((0.25, 0.45, 0.2))
+    assert r.se == pytest.approx(math.sqrt(0.002225 + 0.0045) / 2)
+    assert r.z == pytest.approx(0.2 / (math.sqrt(0.006725) / 2))
+    assert (r.n_seeds, r.n_rose) == (2, 2)
+
+
+def test_rise_over_start_drops_incomplete_seeds_and_counts_falls() -> None:
+    nan = float("nan")
+    r = rise_over_start([0.5, nan, 0.4], [0.25, 0.9, 0.5], [16, 16, 16], [1, 2, 0])
+    assert (r.n_seeds, r.n_rose, r.rise) == (1, 0, -0.25)  # seed 1: no start; seed 2: no window
+    assert r.se == pytest.approx(math.sqrt(0.25 / 16 + 0.1875 / 16)) and r.z < 0
+    unknown = rise_over_start([0.2], [0.5], [nan], [3])
+    assert unknown.rise == pytest.approx(0.3) and math.isnan(unknown.se)
+    assert math.isnan(unknown.z)
+    empty = rise_over_start([], [], [], [])
+    assert empty.n_seeds == 0 and math.isnan(empty.rise)
+    with pytest.raises(ValueError, match="one shape"):
+        rise_over_start([0.1, 0.2], [0.3], [10], [1])

@@ -1,0 +1,28 @@
+"""The benchmarks still run: each is executed once on a tiny input and its figures parsed."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_local_backend_benchmark_prints_its_ratio_and_policy_share(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "benchmarks/bench_local_backend.py", "--sweep", "sweeps/smoke.yaml",
+         "--arm", "grpo", "--steps", "2", "--raw-steps", "60", "--stock-steps", "30",
+         "--games-cache", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=300, check=True).stdout
+    raw = float(re.search(r"= (\d+) steps/s", out).group(1))
+    train = float(re.search(r"= (\d+) env steps/s", out).group(1))
+    ratio = float(re.search(r"training / raw env steps per second: ([0-9.]+)", out).group(1))
+    share = int(re.search(r"policy share of the training step time: (\d+)%", out).group(1))
+    assert raw > 0 and train > 0 and 0 < share <= 100
+    assert ratio == pytest.approx(train / raw, abs=0.02)
+    assert re.search(r"the speed-ups make raw play [0-9.]+x faster", out)
