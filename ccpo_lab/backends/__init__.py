@@ -1,12 +1,14 @@
 """Training backends: ``local`` (CPU, generated ALFWorld games) and ``verl`` (GPU clusters).
 
-Each backend module exposes ``train(run, run_dir)`` and ``describe(run, run_dir)``; this
-module dispatches on ``run.backend.kind`` and imports the backend lazily.
+Each backend module exposes ``train(run, run_dir)`` and ``describe(run, run_dir)``, and
+may expose ``check_sweep(runs, run_dirs)`` (checks over a whole sweep, run before anything
+is written); this module dispatches on ``run.backend.kind`` and imports the backend lazily.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -23,6 +25,16 @@ def backend_module(kind: str) -> Any:
     except KeyError:
         raise ValueError(f"unknown backend {kind!r}; valid: {sorted(_MODULES)}") from None
     return importlib.import_module(name)
+
+
+def check_sweep(runs: Sequence[RunConfig], run_dirs: Sequence[RunDir | None]) -> None:
+    """Every backend's ``check_sweep`` over its runs of a sweep (with their planned
+    directories, None for a refused run); raises :class:`ccpo_lab.errors.UserError`."""
+    for kind in sorted({r.backend.kind for r in runs}):
+        hook = getattr(backend_module(kind), "check_sweep", None)
+        if hook is not None:
+            mine = [(r, d) for r, d in zip(runs, run_dirs, strict=True) if r.backend.kind == kind]
+            hook([r for r, _ in mine], [d for _, d in mine])
 
 
 def describe(run: RunConfig, run_dir: RunDir) -> str:

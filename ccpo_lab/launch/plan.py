@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ccpo_lab.config.schema import LauncherConfig, RunConfig
 from ccpo_lab.config.sweep import Sweep
-from ccpo_lab.errors import RunConflictError
+from ccpo_lab.errors import RunConflictError, UserError
 from ccpo_lab.runs.layout import RunDir, resolve_run_dir
 
 
@@ -26,7 +26,11 @@ class PlannedRun:
 
 
 def plan_sweep(sweep: Sweep, results: str | Path, *, new_run: bool = False) -> list[PlannedRun]:
-    """Every run of ``sweep`` with its directory and status."""
+    """Every run of ``sweep`` with its directory and status, after the backends' checks
+    over the whole sweep (:func:`ccpo_lab.backends.check_sweep`: a verl sweep's GPU layout,
+    before any job is submitted)."""
+    from ccpo_lab.backends import check_sweep
+
     sweep_dir = sweep.sweep_dir(results)
     out = []
     for run in sweep.runs:
@@ -36,6 +40,11 @@ def plan_sweep(sweep: Sweep, results: str | Path, *, new_run: bool = False) -> l
             out.append(PlannedRun(run, None, "conflict", str(e)))
             continue
         out.append(PlannedRun(run, rd, "exists" if rd.exists() else "new"))
+    try:
+        check_sweep([p.run for p in out], [p.run_dir for p in out])
+    except UserError as e:
+        e.file = e.file or sweep.source
+        raise
     return out
 
 

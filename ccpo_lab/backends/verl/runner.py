@@ -35,6 +35,18 @@ from ccpo_lab.runs.layout import RunDir
 LOG_NAME = "trainer.log"
 
 
+def check_sweep(runs: list[RunConfig], run_dirs: list[RunDir | None]) -> None:
+    """Before anything is written or submitted: one valid GPU layout over the sweep, fitting
+    its launcher, and the same as the runs already in the sweep directory (compared once,
+    through the first planned run: the layout is shared by every run of a sweep)."""
+    from ccpo_lab.backends.verl.layout import check_run_layout, check_sweep_layout
+
+    check_sweep_layout(runs)
+    first = next(((r, d) for r, d in zip(runs, run_dirs, strict=True) if d is not None), None)
+    if first is not None:
+        check_run_layout(first[0], first[1].path)
+
+
 def latest_checkpoint(checkpoints: Path) -> int | None:
     """Step of the last complete checkpoint (verl's ``latest_checkpointed_iteration.txt``)."""
     f = checkpoints / "latest_checkpointed_iteration.txt"

@@ -19,7 +19,7 @@ from ccpo_lab.backends.verl.runner import describe
 from ccpo_lab.config.schema import RunConfig
 from ccpo_lab.errors import UserError
 from ccpo_lab.runs.layout import init_run_dir
-from tests.backends.verl.conftest import run_dir, sweep_runs
+from tests.backends.verl.conftest import REPO, run_dir, sweep_runs
 
 
 def _ov(run: RunConfig, tmp: Path, **kw: object) -> dict[str, str]:
@@ -182,3 +182,27 @@ def test_a_run_whose_layout_differs_from_its_sweep_is_refused(tmp_path: Path) ->
                      ["backend.verl.gpu_memory_utilization=0.5"])[1]
     with pytest.raises(UserError, match="gpu_memory_utilization: 0.5 vs 0.6"):
         check_run_layout(odd, run_dir(tmp_path, odd).path)
+
+
+def test_plan_refuses_a_layout_before_anything_is_written(tmp_path: Path) -> None:
+    from ccpo_lab.config.sweep import load_sweep
+    from ccpo_lab.launch.plan import plan_sweep
+    from tests.conftest import snapshot
+
+    path = REPO / "sweeps" / "alfworld-qwen7b-slurm.yaml"
+    bad = load_sweep(path, ["backend.verl.nnodes=2",
+                            "backend.verl.ppo_micro_batch_size_per_gpu=16"])
+    with pytest.raises(UserError, match="launcher.nodes .1. must equal") as e:
+        plan_sweep(bad, tmp_path)
+    assert e.value.file == bad.source
+    assert not any(tmp_path.iterdir())
+    # a run already on disk with the sweep's layout; a relaunch with another is refused
+    runs = sweep_runs("alfworld-qwen7b-slurm")
+    init_run_dir(run_dir(tmp_path, runs[0]), runs[0])
+    before = snapshot(tmp_path)
+    assert len(plan_sweep(load_sweep(path), tmp_path)) == len(runs)
+    odd = load_sweep(path, ["backend.verl.gpu_memory_utilization=0.5"])
+    with pytest.raises(UserError, match="gpu_memory_utilization: 0.5 vs 0.6") as e:
+        plan_sweep(odd, tmp_path)
+    assert e.value.file.endswith("config.yaml")
+    assert snapshot(tmp_path) == before
