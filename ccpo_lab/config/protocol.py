@@ -48,8 +48,9 @@ class ProtocolConfig:
     """Coefficient of the KL loss."""
     kl_loss_type: str = "low_var_kl"
     """KL estimator (``low_var_kl``: k3, clipped)."""
-    entropy_coeff: float = 0.0
-    """Entropy bonus."""
+    entropy_coeff: float = 0.001
+    """Entropy bonus (``actor.entropy_coeff``; the reference scripts leave verl-agent's
+    default, 0.001)."""
     invalid_action_penalty: float = 0.1
     """Subtracted from the step reward of an inadmissible action."""
     train_temperature: float = 1.0
