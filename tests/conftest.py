@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+# GPU slots of the tests lock in their own directory, not the machine's
+os.environ.setdefault("CCPO_LAB_GPU_LOCK_DIR", tempfile.mkdtemp(prefix="ccpo-lab-test-locks-"))
 
 
 @pytest.fixture

@@ -1,7 +1,9 @@
 """The ``local`` launcher: submitit's local executor on one machine, with a slot pool.
 
 Each run gets ``gpus_per_run`` GPUs as its own ``CUDA_VISIBLE_DEVICES`` slice (submitit's
-``visible_gpus`` / ``gpus_per_node``); concurrently running runs never share a slice. With
+``visible_gpus`` / ``gpus_per_node``); concurrently running runs never share a slice, not
+even runs of two sweeps launched separately: a run starts only once it holds the
+machine-wide locks of its slice (:mod:`ccpo_lab.launch.gpulock`). With
 ``gpus_per_run: 0`` the slots are CPU slots (``CUDA_VISIBLE_DEVICES`` empty). The machine's
 GPUs are ``$CCPO_LAB_NUM_GPUS`` (a count), else ``$CUDA_VISIBLE_DEVICES``, else the
 ``nvidia-smi -L`` count, else none.
@@ -28,6 +30,7 @@ from typing import Any
 from ccpo_lab.config.schema import LauncherConfig
 from ccpo_lab.config.yamlio import atomic_write_json
 from ccpo_lab.errors import UserError
+from ccpo_lab.launch.gpulock import GpuLock, try_lock
 from ccpo_lab.launch.manifest import JOBS_DIR
 from ccpo_lab.runs.layout import RunDir
 
@@ -81,6 +84,7 @@ class _Running:
     slot: int
     job: Any
     started: float
+    lock: GpuLock
 
 
 class SlotPool:
@@ -114,27 +118,45 @@ class SlotPool:
 
         ``should_start(key)`` is asked just before a task starts (False skips it);
         ``on_start(key, job, slot)`` / ``on_end(key, job)`` are called around each task;
-        ``tick()`` after every poll.
+        ``tick()`` after every poll. A task starts on the first free slot whose GPUs it can
+        lock machine-wide (:func:`ccpo_lab.launch.gpulock.try_lock`); while another
+        sweep holds them all, the queue waits.
         """
         queue = list(tasks)
         free = list(range(len(self.slots)))
         running: list[_Running] = []
         jobs: dict[str, Any] = {}
+        said_waiting = False
         try:
             while (queue and not self._stop) or running:
                 while queue and free and not self._stop:
+                    got = next(((s, lk) for s in free
+                                if (lk := try_lock(self.slots[s])) is not None), None)
+                    if got is None:
+                        if not said_waiting:
+                            print(f"waiting: the GPUs of every free slot are held by another "
+                                  f"ccpo-lab sweep ({self.slots[free[0]]} ...)", flush=True)
+                            said_waiting = True
+                        break
+                    slot, lock = got
                     key, fn, folder = queue.pop(0)
                     if should_start is not None and not should_start(key):
+                        lock.release()
                         continue
-                    slot = free.pop(0)
-                    job = self._start(folder, self.slots[slot], fn)
+                    free.remove(slot)
+                    try:
+                        job = self._start(folder, self.slots[slot], fn)
+                    except BaseException:
+                        lock.release()
+                        raise
                     jobs[key] = job
-                    running.append(_Running(key, slot, job, time.time()))
+                    running.append(_Running(key, slot, job, time.time(), lock))
                     if on_start is not None:
                         on_start(key, job, self.slots[slot])
                 still = []
                 for r in running:
                     if r.job.done():
+                        r.lock.release()
                         free.append(r.slot)
                         free.sort()
                         if on_end is not None:
@@ -149,6 +171,7 @@ class SlotPool:
         except BaseException:
             for r in running:
                 r.job.cancel(check=False)
+                r.lock.release()
             raise
         return jobs
 

@@ -106,3 +106,33 @@ def test_cpu_slots_hide_the_gpus(tmp_path: Path) -> None:
         [("a", functools.partial(_record, str(out), "a"), tmp_path / "a" / "%j")])
     assert jobs["a"].result() == "a"
     assert json.loads((out / "a.json").read_text())["cuda"] == ""
+
+
+@pytest.mark.slow
+def test_a_slice_held_by_another_sweep_waits(tmp_path: Path) -> None:
+    import functools
+    import threading
+
+    from ccpo_lab.launch.gpulock import try_lock
+
+    other = try_lock((0,))              # another sweep's pool runs on GPU 0
+    assert other is not None
+    released: list[float] = []
+
+    def release() -> None:
+        released.append(time.time())
+        other.release()
+
+    threading.Timer(1.0, release).start()
+    out = tmp_path / "out"
+    out.mkdir()
+    t0 = time.time()
+    jobs = SlotPool([(0,)], poll_s=0.05).run(
+        [("a", functools.partial(_record, str(out), "a"), tmp_path / "a" / "%j")])
+    assert jobs["a"].result() == "a"
+    rec = json.loads((out / "a.json").read_text())
+    assert rec["cuda"] == "0"
+    assert released and rec["start"] >= released[0] > t0
+    again = try_lock((0,))              # the pool let go of GPU 0 when its run ended
+    assert again is not None
+    again.release()
