@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats as sps
+from scipy import special
 
 __all__ = [
     "ArmSummary",
@@ -114,7 +114,7 @@ def summarize_arm(x: ArrayLike, confidence: float = 0.95) -> ArmSummary:
         return ArmSummary(n=n, mean=mean, sd=nan, se=nan, ci_low=nan, ci_high=nan, confidence=c)
     sd = float(np.std(a, ddof=1))
     se = sd / np.sqrt(n)
-    half = float(sps.t.ppf(0.5 + c / 2.0, n - 1)) * se
+    half = float(special.stdtrit(n - 1, 0.5 + c / 2.0)) * se
     return ArmSummary(
         n=n, mean=mean, sd=sd, se=float(se), ci_low=mean - half, ci_high=mean + half, confidence=c
     )

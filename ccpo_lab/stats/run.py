@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import integrate, special
+from scipy import special
 
 __all__ = [
     "BestEvaluation",
@@ -117,16 +117,20 @@ def window_summary(steps: ArrayLike, values: ArrayLike, window_start: int = 70) 
     return WindowSummary(mean=mean, sd=sd, n=int(w.size), window_start=int(window_start))
 
 
+_GRID = np.linspace(-12.0, 12.0, 24_001)
+"""Integration grid: the integrand is < 1e-30 outside [-12, 12] for any n <= 1e6."""
+
+
 @lru_cache(maxsize=1024)
 def _expected_max_normal_cached(n: int) -> float:
-    # E[max of n iid N(0,1)] = int x * n * phi(x) * Phi(x)^(n-1) dx over the real line.
-    def integrand(x: float) -> float:
-        log_pdf = -0.5 * x * x - 0.5 * np.log(2.0 * np.pi)
-        return x * n * np.exp(log_pdf + (n - 1) * special.log_ndtr(x))
-
-    lower, upper = -12.0, 12.0  # the integrand is < 1e-30 outside for any n <= 1e6
-    value, _ = integrate.quad(integrand, lower, upper, points=[0.0], limit=200)
-    return float(value)
+    # E[max of n iid N(0,1)] = int x * n * phi(x) * Phi(x)^(n-1) dx over the real line, by
+    # the trapezoidal rule, which converges geometrically for a smooth integrand that
+    # vanishes at both ends (error far below 1e-9 at this spacing).
+    x = _GRID
+    log_pdf = -0.5 * x * x - 0.5 * np.log(2.0 * np.pi)
+    f = x * n * np.exp(log_pdf + (n - 1) * special.log_ndtr(x))
+    h = x[1] - x[0]
+    return float(h * (f.sum() - 0.5 * (f[0] + f[-1])))
 
 
 def expected_max_normal(n: int) -> float:
