@@ -47,10 +47,12 @@ class GpuLock:
         for fd in fds:
             with contextlib.suppress(OSError):
                 fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def __del__(self) -> None:  # a dropped lock must not hold its GPUs until exit
-        self.release()
+        with contextlib.suppress(Exception):  # at interpreter exit the kernel frees them
+            self.release()
 
     @property
     def held(self) -> bool:
