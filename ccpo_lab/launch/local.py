@@ -176,22 +176,22 @@ class SlotPool:
         return jobs
 
 
-def controller_alive(pid: Any) -> bool:
-    """Whether ``pid`` is a live submitit local controller (not a reused pid)."""
+def _cmdline_has(pid: Any, needle: bytes) -> bool:
+    """Whether ``pid`` is a live process whose command line contains ``needle``."""
     try:
-        cmd = Path(f"/proc/{int(pid)}/cmdline").read_bytes()
+        return needle in Path(f"/proc/{int(pid)}/cmdline").read_bytes()
     except (OSError, ValueError, TypeError):
         return False
-    return b"submitit.local._local" in cmd
+
+
+def controller_alive(pid: Any) -> bool:
+    """Whether ``pid`` is a live submitit local controller (not a reused pid)."""
+    return _cmdline_has(pid, b"submitit.local._local")
 
 
 def pool_alive(pid: Any) -> bool:
     """Whether ``pid`` is a live ccpo-lab process running a pool (detached or ``--wait``)."""
-    try:
-        cmd = Path(f"/proc/{int(pid)}/cmdline").read_bytes()
-    except (OSError, ValueError, TypeError):
-        return False
-    return b"ccpo" in cmd
+    return _cmdline_has(pid, b"ccpo")
 
 
 def stop_controller(pid: Any) -> bool:
