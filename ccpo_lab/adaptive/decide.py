@@ -207,11 +207,16 @@ def decide_look(state: AdaptiveState, scores: Scores) -> Look:
         if not o.testable:
             continue
         test = o.cmp.test
-        nom_now[0, o.index] = calibrated_levels(
-            o.sizes, design.max_seeds, alphas, design.spending, o.final, test)[:, -1]
-        nom_final[0, o.index] = calibrated_levels(
-            _plan(o.sizes, design), design.max_seeds, alphas, design.spending, True,
-            test)[:, -1]
+        # the planned schedule's levels: its last is the final look's; a look's level does
+        # not depend on the looks planned after it, so look k's is this look's
+        plan = calibrated_levels(_plan(o.sizes, design), design.max_seeds, alphas,
+                                 design.spending, True, test)
+        nom_final[0, o.index] = plan[:, -1]
+        if o.final:  # spends the level in full, whatever its information
+            nom_now[0, o.index] = calibrated_levels(
+                o.sizes, design.max_seeds, alphas, design.spending, True, test)[:, -1]
+        else:
+            nom_now[0, o.index] = plan[:, len(o.sizes) - 1]
         p[0, o.index] = o.cmp.p_value
         testable[0, o.index] = True
     now, family = step_down(p, testable, rejected[None, :], nom_now)

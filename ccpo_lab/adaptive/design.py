@@ -16,7 +16,11 @@ from typing import Any
 from ccpo_lab.errors import UserError
 from ccpo_lab.stats.sequential import SPENDING_FUNCTIONS, planned_information
 
-__all__ = ["AdaptiveDesign", "every_arm_versus"]
+__all__ = ["MAX_SEEDS_LIMIT", "AdaptiveDesign", "every_arm_versus"]
+
+MAX_SEEDS_LIMIT = 200
+"""Largest ``max_seeds`` accepted (the boundaries' calibration simulates this many seeds
+per null study; no RL study runs more)."""
 
 
 def every_arm_versus(reference: str, arms: Sequence[str]) -> tuple[tuple[str, str], ...]:
@@ -44,7 +48,8 @@ class AdaptiveDesign:
     """The seeds of the first look (the sweep's listed seeds), shared by every arm; at least
     two, distinct, non-negative."""
     max_seeds: int = 12
-    """Largest number of seeds any arm gets (the first look included)."""
+    """Largest number of seeds any arm gets (the first look included); at most
+    :data:`MAX_SEEDS_LIMIT`."""
     seeds_per_look: int = 3
     """Seeds added to each continuing arm per look (the last look may add fewer, to stop at
     ``max_seeds``)."""
@@ -117,6 +122,8 @@ class AdaptiveDesign:
             v = getattr(self, key)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise bad(key, "must be a positive integer", v)
+        if self.max_seeds > MAX_SEEDS_LIMIT:
+            raise bad("max_seeds", f"must be at most {MAX_SEEDS_LIMIT}", self.max_seeds)
         if self.max_seeds < len(seeds):
             raise bad("max_seeds", f"must be at least the {len(seeds)} initial seeds",
                       self.max_seeds)

@@ -295,6 +295,9 @@ Sizes = tuple[tuple[int, int], ...]
 CALIBRATION_PATHS = 1_000_000
 """Simulated null studies behind :func:`calibrated_levels` (its alpha is exact to about
 ``sqrt(alpha / CALIBRATION_PATHS)``, 0.0002 at alpha 0.05)."""
+WELCH_CALIBRATION_PATHS = 250_000
+"""The same for Welch tests (rare here: arms normally share seeds), whose p-values cost
+more to simulate: alpha exact to about 0.00045 at 0.05."""
 CALIBRATION_SEED = 20_181_112
 """Seed of the calibration's Generator: the levels are the same on every machine and run."""
 _CALIBRATION_CHUNK = 50_000
@@ -326,39 +329,39 @@ def _check_sizes(sizes: Sizes, test: Test) -> Sizes:
     return out
 
 
-@lru_cache(maxsize=2)
-def _paired_null_paths(width: int) -> NDArray[np.float32]:
-    """float32 (CALIBRATION_PATHS, width + 1): ``-|t|`` of null paired studies on their
-    first ``n`` seeds, in column ``n`` (columns 0 and 1 are nan).
+@lru_cache(maxsize=4)
+def _paired_null_paths(width: int, ns: tuple[int, ...]) -> NDArray[np.float32]:
+    """float32 (CALIBRATION_PATHS, K): ``-|t|`` of null paired studies on their first
+    ``ns[k]`` seeds.
 
     iid N(0, 1) differences: under the null the law of the t statistics does not depend on
-    the sd, and at a fixed ``n`` the p-value is monotone in ``|t|``. The same draws serve
-    every schedule up to ``width`` seeds, so a look's level does not depend on the looks
-    planned after it.
+    the sd, and at a fixed ``n`` the p-value is monotone in ``|t|``. ``width`` values are
+    drawn per study whatever ``ns``, so every schedule up to ``width`` seeds sees the same
+    draws and a look's level does not depend on the looks planned after it.
     """
     rng = np.random.default_rng(CALIBRATION_SEED)
-    ns = np.arange(2, width + 1)
-    out = np.full((CALIBRATION_PATHS, width + 1), np.nan, dtype=np.float32)
+    n = np.array(ns)
+    out = np.empty((CALIBRATION_PATHS, n.size), dtype=np.float32)
     for lo in range(0, CALIBRATION_PATHS, _CALIBRATION_CHUNK):
         c = min(_CALIBRATION_CHUNK, CALIBRATION_PATHS - lo)
-        mean, var = _prefix_moments(rng.standard_normal((c, width)), ns)
+        mean, var = _prefix_moments(rng.standard_normal((c, width)), n)
         with np.errstate(divide="ignore"):
-            out[lo:lo + c, 2:] = -np.abs(mean) / np.sqrt(var / ns)
+            out[lo:lo + c] = -np.abs(mean) / np.sqrt(var / n)
     return out
 
 
 @lru_cache(maxsize=2)
 def _welch_null_paths(sizes: Sizes, width: int) -> NDArray[np.float64]:
-    """float (CALIBRATION_PATHS, K): two-sided Welch p-values of null studies (two iid
+    """float (WELCH_CALIBRATION_PATHS, K): two-sided Welch p-values of null studies (two iid
     N(0, 1) arms: identical arms) on their first ``sizes[k]`` seeds; ``width`` columns
     are drawn per arm whatever the sizes, so a look's level does not depend on later looks.
     """
     rng = np.random.default_rng(CALIBRATION_SEED)
     nx = np.array([a for a, _ in sizes])
     ny = np.array([b for _, b in sizes])
-    out = np.empty((CALIBRATION_PATHS, len(sizes)))
-    for lo in range(0, CALIBRATION_PATHS, _CALIBRATION_CHUNK):
-        c = min(_CALIBRATION_CHUNK, CALIBRATION_PATHS - lo)
+    out = np.empty((WELCH_CALIBRATION_PATHS, len(sizes)))
+    for lo in range(0, WELCH_CALIBRATION_PATHS, _CALIBRATION_CHUNK):
+        c = min(_CALIBRATION_CHUNK, WELCH_CALIBRATION_PATHS - lo)
         mx, vx = _prefix_moments(rng.standard_normal((c, width)), nx)
         my, vy = _prefix_moments(rng.standard_normal((c, width)), ny)
         a, b = vx / nx, vy / ny
@@ -390,7 +393,8 @@ def calibrated_levels(
     """Nominal levels that spend exactly the Lan-DeMets alpha with t-tests at these sizes.
 
     Look ``k`` rejects when the test's two-sided p-value is <= ``levels[k]``. The level is
-    set so that, among :data:`CALIBRATION_PATHS` simulated null studies (a fixed seed:
+    set so that, among :data:`CALIBRATION_PATHS` (Welch: :data:`WELCH_CALIBRATION_PATHS`)
+    simulated null studies (a fixed seed:
     deterministic) that crossed no earlier boundary, the share crossing now equals the
     alpha spent between the looks (the first paired look needs no simulation: a single
     t-test is exact, its level is the alpha it spends; Welch's is not, at few seeds).
@@ -423,7 +427,7 @@ def _calibrated(
     info = information(sizes, test)
     width = max(int(np.ceil(max_information)), max(max(a, b) for a, b in sizes))
     if test == "paired":
-        ev = _paired_null_paths(width)[:, [a for a, _ in sizes]]
+        ev = _paired_null_paths(width, tuple(a for a, _ in sizes))
     else:
         ev = _welch_null_paths(sizes, width)
     n_paths = ev.shape[0]
