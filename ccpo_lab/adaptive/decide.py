@@ -26,7 +26,7 @@ import numpy as np
 from scipy import special
 
 from ccpo_lab.adaptive.design import AdaptiveDesign
-from ccpo_lab.adaptive.state import AdaptiveState, Decision, Look
+from ccpo_lab.adaptive.state import SEEDS_NEEDED_MAX, AdaptiveState, Decision, Look
 from ccpo_lab.stats.compare import Comparison, compare_arms
 from ccpo_lab.stats.sequential import (
     alpha_spent,
@@ -44,9 +44,6 @@ __all__ = ["advance", "decide_look", "pending_seeds"]
 Scores = Mapping[str, Mapping[int, float]]
 """arm -> seed -> the run's score (its converged-window mean); nan = the run finished
 without a usable value (it counts as done, and is left out of the tests)."""
-
-SEEDS_NEEDED_MAX = 1000
-"""Largest seed count searched for the quoted seeds-needed figure."""
 
 
 def pending_seeds(state: AdaptiveState, scores: Scores) -> dict[str, tuple[int, ...]]:

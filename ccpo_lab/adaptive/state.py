@@ -26,6 +26,9 @@ Action = Literal["better", "worse", "continue", "futile", "unresolved"]
 its baseline), ``continue`` (more seeds), ``futile`` (stopped early: even the maximum would
 not resolve it) or ``unresolved`` (the maximum was reached without a decision)."""
 
+SEEDS_NEEDED_MAX = 1000
+"""Largest seed count searched for a quoted seeds-needed figure (None above it)."""
+
 CLOSED: tuple[Action, ...] = ("better", "worse", "futile", "unresolved")
 """Actions after which a comparison is never tested again."""
 
@@ -80,8 +83,8 @@ class Decision:
     """The same boundary as ``|t|`` at this look's df."""
     seeds_needed: int | None
     """Seeds per arm to resolve the observed difference at the design's power and the
-    final-look level (quoted for ``futile`` and ``unresolved``; None if unknown or >
-    1000)."""
+    final-look level (quoted for ``futile`` and ``unresolved``; None if unknown or above
+    :data:`SEEDS_NEEDED_MAX`)."""
     final: bool
     """True when no more seeds can be added to this comparison (its last look)."""
 
@@ -121,6 +124,26 @@ class Decision:
     def closed(self) -> bool:
         """The comparison is never tested again after this decision."""
         return self.action in CLOSED
+
+    @property
+    def verdict(self) -> Literal["better", "worse", "unresolved"]:
+        """The report's one word (:data:`ccpo_lab.stats.VerdictLabel`): better, worse, or
+        unresolved for everything else (futile, unresolved, still continuing)."""
+        return self.action if self.action in ("better", "worse") else "unresolved"  # type: ignore[return-value]
+
+    def verdict_text(self) -> str:
+        """``better``, ``worse``, ``unresolved (futile: about N seeds needed)``,
+        ``unresolved (about N seeds needed)`` or ``continuing (look in progress)``."""
+        if self.action in ("better", "worse"):
+            return self.action
+        if self.action == "continue":
+            return "continuing (look in progress)"
+        need = (f"more than {SEEDS_NEEDED_MAX} seeds needed" if self.seeds_needed is None
+                else f"about {self.seeds_needed} seeds needed")
+        if self.seeds_needed is None and self.p_value is None:
+            need = "no test possible"
+        prefix = "futile: " if self.action == "futile" else ""
+        return f"unresolved ({prefix}{need})"
 
 
 @dataclass(frozen=True)

@@ -88,3 +88,16 @@ def test_from_json_rejects_bad_documents() -> None:
     bad["design"]["alpha"] = 2
     with pytest.raises(UserError, match="design.alpha"):
         AdaptiveState.from_json(json.dumps(bad))
+
+
+def test_verdict_words_for_the_report() -> None:
+    assert decision(action="better").verdict == "better"
+    assert decision(action="futile").verdict == "unresolved"
+    assert decision(action="futile", seeds_needed=20).verdict_text() == (
+        "unresolved (futile: about 20 seeds needed)")
+    assert decision(action="unresolved", seeds_needed=None).verdict_text() == (
+        "unresolved (more than 1000 seeds needed)")
+    assert decision(action="unresolved", seeds_needed=None, p_value=None).verdict_text() == (
+        "unresolved (no test possible)")
+    assert decision(action="worse").verdict_text() == "worse"
+    assert decision().verdict_text() == "continuing (look in progress)"
