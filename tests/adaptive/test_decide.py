@@ -193,9 +193,12 @@ def test_decide_look_matches_the_vectorised_simulation() -> None:
     arms = ["ref", "a", "b"]
     d = AdaptiveDesign(comparisons=(("a", "ref"), ("b", "ref")), initial_seeds=(0, 1, 2))
     means = [(0.0, 0.0, 0.0), (0.0, 0.9, 0.0), (0.0, 1.6, -1.6), (0.0, 0.5, 0.7)]
-    checked = {"better": 0, "worse": 0, "futile": 0, "unresolved": 0}
-    for mu in means:
-        sc = simulate_scores(mu, 12, 12, rng)
+    checked = {"better": 0, "worse": 0, "futile": 0, "unresolved": 0, "untested": 0}
+    studies = [simulate_scores(mu, 12, 12, rng) for mu in means]
+    # coarse success rates (2 episodes): equal differences on every seed happen, and both
+    # must call them untestable (the report's zero-spread rule), not infinitely significant
+    studies.append(rng.binomial(2, 0.5, (30, 3, 12)) / 2 + rng.normal(0, 0.1, (30, 1, 12)))
+    for sc in studies:
         out = run_design(d, sc, arms)
         for i in range(sc.shape[0]):
             scores = {a: {k: float(sc[i, j, k]) for k in range(12)} for j, a in enumerate(arms)}
@@ -205,6 +208,8 @@ def test_decide_look_matches_the_vectorised_simulation() -> None:
             last = s.last_decisions()
             closed_at = {key: max(lk.index for lk in s.looks for x in lk.decisions
                                   if x.key == key) for key in d.comparisons}
+            checked["untested"] += sum(x.p_value is None for lk in s.looks
+                                       for x in lk.decisions)
             for j, key in enumerate(d.comparisons):
                 x = last[key]
                 claim = {"better": 1, "worse": -1}.get(x.action, 0)

@@ -53,6 +53,17 @@ def test_null_error_rate_at_most_alpha() -> None:
     assert f.mean_seeds[0] < 0.8 * f.mean_seeds[1]  # futility saves seeds at the null
 
 
+def test_null_error_rate_with_discrete_success_rates() -> None:
+    """Scores that are success rates over 48 episodes (discrete, with a seed effect)."""
+    n = 4000
+    rng = np.random.default_rng(48)
+    sc = rng.binomial(48, 0.45, (n, 4, 12)) / 48 + rng.normal(0, 0.05, (n, 1, 12))
+    out = run_design(default_design(ARMS), sc, ARMS)
+    rate = float((out.claims != 0).any(axis=1).mean())
+    print(f"\nnull, discrete success rates, {n} studies: any better/worse {rate:.4f}")
+    assert rate <= ALPHA + 3 * mc_se(ALPHA, n)
+
+
 def test_boundaries_alone_spend_exactly_alpha() -> None:
     n = 20_000
     arms = ["ref", "a"]
