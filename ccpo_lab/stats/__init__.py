@@ -16,6 +16,9 @@ Layers (each a module; all re-exported here):
 * :mod:`.verdict` -- 'better' / 'worse' / 'unresolved'.
 * :mod:`.family` -- every arm vs one reference in one call (tests, Holm, power,
   verdicts): the recommended entry point for a study table.
+* :mod:`.sequential` -- group-sequential tests for adaptive seeds: Lan-DeMets alpha
+  spending, boundaries calibrated for t-tests at few seeds, Holm across looks and
+  comparisons, non-binding futility (used by :mod:`ccpo_lab.adaptive`).
 
 Conventions: nan marks a missing value; inputs' nan entries are dropped where a
 per-seed or per-evaluation vector is expected, and propagate (result nan) where
@@ -62,10 +65,18 @@ from ccpo_lab.stats.run import (
     rise_over_start,
     window_summary,
 )
+from ccpo_lab.stats.sequential import (
+    SPENDING_FUNCTIONS,
+    alpha_spent,
+    calibrated_levels,
+    normal_boundaries,
+    step_down,
+)
 from ccpo_lab.stats.verdict import Verdict, VerdictLabel, verdict
 
 __all__ = [
     "DEFAULT_N_REPS",
+    "SPENDING_FUNCTIONS",
     "ArmSummary",
     "ArmVersusReference",
     "BestEvaluation",
@@ -79,10 +90,12 @@ __all__ = [
     "aggregate_mean",
     "aggregate_median",
     "aggregate_optimality_gap",
+    "alpha_spent",
     "best_evaluation",
     "binomial_se",
     "bootstrap_ci",
     "bootstrap_distribution",
+    "calibrated_levels",
     "compare_arms",
     "compare_summaries",
     "compare_to_reference",
@@ -90,12 +103,14 @@ __all__ = [
     "holm",
     "is_interim",
     "minimal_detectable_difference",
+    "normal_boundaries",
     "percentile_interval",
     "probability_of_improvement",
     "probability_of_improvement_ci",
     "probability_of_improvement_distribution",
     "rise_over_start",
     "seeds_needed",
+    "step_down",
     "stratified_bootstrap_ci",
     "stratified_bootstrap_distribution",
     "summarize_arm",

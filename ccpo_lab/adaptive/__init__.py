@@ -1,0 +1,31 @@
+"""Adaptive seeds: add seeds in looks where they decide something, stop where they cannot.
+
+Pure decision logic, no I/O (the sweep, the launcher, the report and MLflow use it):
+
+* :mod:`.design` -- :class:`AdaptiveDesign`, the frozen, validated design.
+* :mod:`.state` -- :class:`Decision`, :class:`Look`, :class:`AdaptiveState` (JSON).
+* :mod:`.decide` -- :func:`decide_look` / :func:`advance`: the next look from the state
+  and the completed per-seed scores.
+* :mod:`.simulate` -- the decision rule on simulated studies, vectorised: error rate,
+  power and seeds used against the fixed design (``python -m ccpo_lab.adaptive.simulate``).
+
+The statistics (alpha spending, boundaries, Holm across looks) live in
+:mod:`ccpo_lab.stats.sequential`.
+"""
+
+from ccpo_lab.adaptive.decide import advance, decide_look, pending_seeds
+from ccpo_lab.adaptive.design import AdaptiveDesign, every_arm_versus
+from ccpo_lab.adaptive.state import STATE_VERSION, Action, AdaptiveState, Decision, Look
+
+__all__ = [
+    "STATE_VERSION",
+    "Action",
+    "AdaptiveDesign",
+    "AdaptiveState",
+    "Decision",
+    "Look",
+    "advance",
+    "decide_look",
+    "every_arm_versus",
+    "pending_seeds",
+]
