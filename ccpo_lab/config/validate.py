@@ -61,6 +61,11 @@ def build(cls: type[T], data: Any, *, key: str = "", where: Callable[[str], str 
     for f in dataclasses.fields(cls):
         if f.name in data:
             path = f"{key}.{f.name}" if key else f.name
+            if not f.init:  # fixed by the class (a launcher's ``kind``): only its own value
+                if data[f.name] != f.default:
+                    raise UserError("fixed by the schema", file=where(path), key=path,
+                                    value=data[f.name], valid=[f.default])
+                continue
             kwargs[f.name] = coerce(data[f.name], hints[f.name], key=path, where=where)
     return cls(**kwargs)
 
