@@ -188,7 +188,7 @@ def _compose(full: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
         raise UserError(f"cannot apply overrides: {msg}", file=COMMAND_LINE,
                         value=" ".join(overrides)) from None
     assert isinstance(composed, dict)
-    return composed
+    return {str(k): v for k, v in composed.items()}
 
 
 def load_sweep(path: str | Path, overrides: Sequence[str] = (), *,
@@ -261,16 +261,16 @@ def _check_sweep(cfg: SweepConfig, where: Any) -> None:
         settings = getattr(cfg.backend, kind)
         if hasattr(settings, "validate"):
             settings.validate(where)
-    a = cfg.analysis
-    check_range(a.confidence, low=0, high=1, low_open=True, high_open=True,
+    an = cfg.analysis
+    check_range(an.confidence, low=0, high=1, low_open=True, high_open=True,
                 key="analysis.confidence", file=where("analysis.confidence"))
-    check_range(a.alpha, low=0, high=1, low_open=True, high_open=True, key="analysis.alpha",
+    check_range(an.alpha, low=0, high=1, low_open=True, high_open=True, key="analysis.alpha",
                 file=where("analysis.alpha"))
-    check_range(a.power, low=0, high=1, low_open=True, high_open=True, key="analysis.power",
+    check_range(an.power, low=0, high=1, low_open=True, high_open=True, key="analysis.power",
                 file=where("analysis.power"))
-    check_range(a.bootstrap_reps, low=100, key="analysis.bootstrap_reps",
+    check_range(an.bootstrap_reps, low=100, key="analysis.bootstrap_reps",
                 file=where("analysis.bootstrap_reps"))
-    check_range(a.window_start, low=0, key="analysis.window_start",
+    check_range(an.window_start, low=0, key="analysis.window_start",
                 file=where("analysis.window_start"))
 
 

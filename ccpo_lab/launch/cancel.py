@@ -13,9 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ccpo_lab.errors import UserError
-from ccpo_lab.launch.base import Launcher
-from ccpo_lab.launch.registry import LAUNCHERS
-from ccpo_lab.launch.status import RunStatus, collect_status
+from ccpo_lab.launch.status import RunStatus, collect_status, tracker
 from ccpo_lab.runs.layout import RunDir
 
 
@@ -53,8 +51,7 @@ def cancel_runs(sweep_dir: Path, *, arm: str | None = None,
     how: dict[Path, str] = {}
     problems: list[str] = []
     for kind in dict.fromkeys(r.launcher for r in chosen):
-        tracker = LAUNCHERS.get(kind, Launcher) if kind else Launcher
-        done, trouble = tracker.cancel([r for r in chosen if r.launcher == kind])
+        done, trouble = tracker(kind).cancel([r for r in chosen if r.launcher == kind])
         how.update((r.path, text) for r, text in done)
         problems += trouble
     for r in chosen:

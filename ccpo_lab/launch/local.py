@@ -146,7 +146,7 @@ class SlotPool:
             on_start: Callable[[str, Any, tuple[int, ...]], None] | None = None,
             on_end: Callable[[str, Any], None] | None = None,
             should_start: Callable[[str], bool] | None = None,
-            tick: Callable[[], None] | None = None) -> dict[str, Any]:
+            tick: Callable[[], object] | None = None) -> dict[str, Any]:
         """Run every ``(key, fn, folder)`` task; return ``{key: submitit job}``.
 
         ``should_start(key)`` is asked just before a task starts (False skips it);
@@ -244,7 +244,7 @@ def _should_start(key: str) -> bool:
 
 
 def run_queue(run_dirs: Sequence[str], slots: Sequence[tuple[int, ...]],
-              pool_pid: int | None = None, tick: Callable[[], None] | None = None,
+              pool_pid: int | None = None, tick: Callable[[], object] | None = None,
               pool: SlotPool | None = None) -> dict[str, Any]:
     """Run the run directories through a slot pool, recording ``job.json`` for each."""
     from ccpo_lab.launch.job import RunJob, submitit_log_paths

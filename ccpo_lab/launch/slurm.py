@@ -300,7 +300,7 @@ def _expand(job_id: str) -> list[str]:
         parts = read_job_id(job_id)
     except (ValueError, IndexError):
         return [job_id]
-    out = []
+    out: list[str] = []
     for p in parts:
         if len(p) >= 3:
             out.extend(f"{p[0]}_{i}" for i in range(int(p[1]), int(p[2]) + 1))

@@ -95,9 +95,12 @@ def _metrics_tail(rd: RunDir) -> tuple[int, float | None, str]:
     return step, val, ""
 
 
-def _tracker(kind: Any) -> type[Launcher]:
-    """The launcher class of a ``job.json``'s kind (the base class when none or unknown)."""
-    return LAUNCHERS.get(kind, Launcher) if isinstance(kind, str) else Launcher
+def tracker(kind: Any) -> type[Launcher]:
+    """The launcher class of a ``job.json``'s kind (the base class, whose trackers know no
+    scheduler, when none or unknown)."""
+    if isinstance(kind, str) and kind in LAUNCHERS:
+        return LAUNCHERS[kind]
+    return Launcher
 
 
 def _scheduler_states(jobs: Sequence[dict[str, Any]], scheduler: bool
@@ -105,10 +108,10 @@ def _scheduler_states(jobs: Sequence[dict[str, Any]], scheduler: bool
     """Per launcher kind: its one query over its runs' jobs (None: it cannot be asked)."""
     out: dict[str, dict[str, str] | None] = {}
     for kind in sorted({str(j["launcher"]) for j in jobs if j.get("launcher")}):
-        if not _tracker(kind).scheduled:
+        if not tracker(kind).scheduled:
             continue
         mine = [j for j in jobs if j.get("launcher") == kind]
-        out[kind] = _tracker(kind).query(mine) if scheduler else {}
+        out[kind] = tracker(kind).query(mine) if scheduler else {}
     return out
 
 
@@ -125,13 +128,13 @@ def collect_status(sweep_dir: str | Path, runs: Sequence[RunDir] | None = None, 
     out = []
     for rd, info, st, job in infos:
         kind = job.get("launcher")
-        tracker = _tracker(kind)
+        track = tracker(kind)
         file_state = str(st.get("state", "pending"))
         sched = None
-        if tracker.scheduled and job.get("job_id"):
+        if track.scheduled and job.get("job_id"):
             known = states.get(str(kind))
             sched = None if known is None else known.get(str(job["job_id"]), "UNKNOWN")
-        shown = tracker.reconcile(file_state, job, sched, st)
+        shown = track.reconcile(file_state, job, sched, st)
         step, val, mnote = _metrics_tail(rd)
         step = max(step, int(st.get("step") or 0))
         start = _parse_time(st.get("started"))
@@ -141,7 +144,7 @@ def collect_status(sweep_dir: str | Path, runs: Sequence[RunDir] | None = None, 
         out.append(RunStatus(
             path=rd.path, arm=str(info.get("arm", rd.arm)), seed=int(info.get("seed", -1)),
             state=shown.state, file_state=file_state, launcher=kind,
-            job_id=tracker.job_label(job, st), scheduler=sched, step=step,
+            job_id=track.job_label(job, st), scheduler=sched, step=step,
             total=int(st.get("total_steps") or 0), last_val=val, elapsed_s=elapsed,
             stdout=job.get("stdout"), stderr=job.get("stderr"),
             error=st.get("error") if failed else None,

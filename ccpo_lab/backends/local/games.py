@@ -290,7 +290,7 @@ def generate_games(out_dir: Path, n_train: int, n_eval: int, seed: int,
     if out.exists() and any(out.iterdir()):
         raise UserError("output folder is not empty", file=out)
     out.mkdir(parents=True, exist_ok=True)
-    jobs: list[tuple[Any, ...]] = []
+    jobs: list[tuple[str, str, int, str, GameSpec, int]] = []
     for split, n in (("train", n_train), ("valid_seen", n_eval)):
         for index, task_type in enumerate(_task_schedule(spec, SPLITS.index(split), n)):
             jobs.append((str(out), split, index, task_type, spec, 0))
