@@ -120,6 +120,15 @@ class _Running:
     lock: GpuLock
 
 
+@dataclass
+class _PoolState:
+    queue: list[tuple[str, Callable[[], Any], Path]]
+    free: list[int]
+    running: list[_Running] = field(default_factory=list)
+    jobs: dict[str, Any] = field(default_factory=dict)
+    said_waiting: bool = False
+
+
 class SlotPool:
     """Run callables through submitit's local executor, one per free slot at a time."""
 
@@ -155,58 +164,65 @@ class SlotPool:
         lock machine-wide (:func:`ccpo_lab.launch.gpulock.try_lock`); while another
         sweep holds them all, the queue waits.
         """
-        queue = list(tasks)
-        free = list(range(len(self.slots)))
-        running: list[_Running] = []
-        jobs: dict[str, Any] = {}
-        said_waiting = False
+        state = _PoolState(queue=list(tasks), free=list(range(len(self.slots))))
         try:
-            while (queue and not self._stop) or running:
-                while queue and free and not self._stop:
-                    got = next(((s, lk) for s in free
-                                if (lk := try_lock(self.slots[s])) is not None), None)
-                    if got is None:
-                        if not said_waiting:
-                            print(f"waiting: the GPUs of every free slot are held by another "
-                                  f"ccpo-lab sweep ({self.slots[free[0]]} ...)", flush=True)
-                            said_waiting = True
-                        break
-                    slot, lock = got
-                    key, fn, folder = queue.pop(0)
-                    if should_start is not None and not should_start(key):
-                        lock.release()
-                        continue
-                    free.remove(slot)
-                    try:
-                        job = self._start(folder, self.slots[slot], fn)
-                    except BaseException:
-                        lock.release()
-                        raise
-                    jobs[key] = job
-                    running.append(_Running(key, slot, job, time.time(), lock))
-                    if on_start is not None:
-                        on_start(key, job, self.slots[slot])
-                still = []
-                for r in running:
-                    if r.job.done():
-                        r.lock.release()
-                        free.append(r.slot)
-                        free.sort()
-                        if on_end is not None:
-                            on_end(r.key, r.job)
-                    else:
-                        still.append(r)
-                running = still
+            while (state.queue and not self._stop) or state.running:
+                self._fill(state, should_start, on_start)
+                self._reap(state, on_end)
                 if tick is not None:
                     tick()
-                if running or queue:
+                if state.running or state.queue:
                     time.sleep(self.poll_s)
         except BaseException:
-            for r in running:
+            for r in state.running:
                 r.job.cancel(check=False)
                 r.lock.release()
             raise
-        return jobs
+        return state.jobs
+
+    def _fill(self, st: _PoolState, should_start: Callable[[str], bool] | None,
+              on_start: Callable[[str, Any, tuple[int, ...]], None] | None) -> None:
+        """Start queued tasks on the free slots whose GPUs lock (or say once that the
+        queue waits for another sweep)."""
+        while st.queue and st.free and not self._stop:
+            got = next(((s, lk) for s in st.free
+                        if (lk := try_lock(self.slots[s])) is not None), None)
+            if got is None:
+                if not st.said_waiting:
+                    print(f"waiting: the GPUs of every free slot are held by another "
+                          f"ccpo-lab sweep ({self.slots[st.free[0]]} ...)", flush=True)
+                    st.said_waiting = True
+                return
+            slot, lock = got
+            key, fn, folder = st.queue.pop(0)
+            if should_start is not None and not should_start(key):
+                lock.release()
+                continue
+            st.free.remove(slot)
+            try:
+                job = self._start(folder, self.slots[slot], fn)
+            except BaseException:
+                lock.release()
+                raise
+            st.jobs[key] = job
+            st.running.append(_Running(key, slot, job, time.time(), lock))
+            if on_start is not None:
+                on_start(key, job, self.slots[slot])
+
+    @staticmethod
+    def _reap(st: _PoolState, on_end: Callable[[str, Any], None] | None) -> None:
+        """Free the slots (and GPU locks) of finished tasks."""
+        still = []
+        for r in st.running:
+            if r.job.done():
+                r.lock.release()
+                st.free.append(r.slot)
+                st.free.sort()
+                if on_end is not None:
+                    on_end(r.key, r.job)
+            else:
+                still.append(r)
+        st.running = still
 
 
 def _cmdline_has(pid: Any, needle: bytes) -> bool:

@@ -119,6 +119,8 @@ def train(run: RunConfig, rd: RunDir, placement: Placement | None = None,
     """Train ``run`` in ``rd`` to ``total_steps``, resuming from its newest checkpoint.
 
     ``placement``: where the launcher put it (one CPU task; nothing in it changes results).
+    Longer than most functions on purpose: the run's life (resume or start, then step,
+    evaluate, checkpoint, record) reads top to bottom in one place.
 
     Returns a summary (final held-out success, steps, wall time, throughput).
     """

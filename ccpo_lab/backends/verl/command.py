@@ -127,7 +127,8 @@ def build_command(run: RunConfig, run_dir: Path, *, resume: bool = False,
     that step) is skipped. ``checkout``: the verl-agent checkout's capabilities (default:
     inspected at ``backend.verl.verl_agent_path``; a missing checkout offers none).
     ``placement``: where the launcher puts task 0 (its CPUs become Ray's ``num_cpus`` of a
-    single-node run unless ``backend.verl.ray_num_cpus`` says otherwise).
+    single-node run unless ``backend.verl.ray_num_cpus`` says otherwise). Long on purpose:
+    one line per override, in the reference script's order, so it reads against it.
     """
     s = run.backend.verl
     p = run.protocol
