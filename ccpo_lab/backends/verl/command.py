@@ -28,6 +28,7 @@ from typing import Any
 
 from ccpo_lab.backends.verl.checkout import CheckoutInfo, inspect_checkout
 from ccpo_lab.config.schema import RunConfig
+from ccpo_lab.integrations.verl_agent_env import ENV_CAPTURE_PHI, ENV_METRICS, ENV_RUN_DIR
 from ccpo_lab.placement import Placement
 
 ENTRY_MODULE = "ccpo_lab.integrations.verl_agent"
@@ -35,12 +36,6 @@ ENTRY_MODULE = "ccpo_lab.integrations.verl_agent"
 SETUP_HOOK = "ccpo_lab.integrations.verl_agent_hooks.setup"
 """Ray ``worker_process_setup_hook``: installs the hooks in every Ray worker process."""
 
-ENV_RUN_DIR = "CCPO_LAB_RUN_DIR"
-"""Run directory, read by the hooks (step-1 rollouts, ``run.json``, ``state.json``)."""
-ENV_CAPTURE_PHI = "CCPO_LAB_CAPTURE_PHI"
-"""``1``: the reference workers capture the last-prompt-token hidden state."""
-ENV_METRICS = "VERL_FILE_LOGGER_PATH"
-"""verl's file-logger path variable; ccpo-lab's logger writes the same file."""
 
 ESTIMATORS_WITH_FEATURES = ("ccpo",)
 """Estimators that read the reference policy's features."""
