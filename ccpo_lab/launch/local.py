@@ -440,9 +440,13 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m ccpo_lab.launch.local QUEUE_FILE", file=sys.stderr)
         return 2
+    # run as ``-m``, this module is ``__main__``: use the importable one, so that what the
+    # pool pickles for its jobs (RunJob's placement function) is found by reference there
+    from ccpo_lab.launch import local as this
+
     spec = json.loads(Path(args[0]).read_text(encoding="utf-8"))
     slots = [tuple(s) for s in spec["slots"]]
-    pool = SlotPool(slots)
+    pool = this.SlotPool(slots)
 
     def on_term(signum: int, _frame: Any) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
@@ -452,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"pool {os.getpid()}: {len(spec['runs'])} runs on {len(slots)} slots {slots}",
           flush=True)
     try:
-        jobs = run_queue(spec["runs"], slots, pool_pid=os.getpid(), pool=pool)
+        jobs = this.run_queue(spec["runs"], slots, pool_pid=os.getpid(), pool=pool)
     except KeyboardInterrupt:
         print(f"pool {os.getpid()}: stopped", flush=True)
         return 130
