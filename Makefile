@@ -23,12 +23,12 @@ $(STAMP): pyproject.toml constraints.txt requirements.lock
 	touch $(STAMP)
 
 # The embedded default study end to end: 5 arms x 3 seeds on the CPU backend (completed
-# runs are skipped on a rerun), the step-1 identity check, and the report.
+# runs are skipped on a rerun), the step-1 identity check, and the report (printed once,
+# and written with its plots to results/demo/report/).
 demo: setup
 	$(BIN)/ccpo-lab sweep sweeps/demo.yaml --results $(RESULTS) --wait
 	$(BIN)/ccpo-lab verify $(RESULTS)/demo
 	$(BIN)/ccpo-lab report $(RESULTS)/demo --out $(RESULTS)/demo/report
-	@cat $(RESULTS)/demo/report/report.md
 
 # The whole suite, slow integration tests included, with a real local Slurm brought up
 # first and always brought down after.
@@ -44,6 +44,7 @@ test-fast: setup
 
 lint: setup
 	$(BIN)/ruff check ccpo_lab tests benchmarks
+	$(BIN)/mypy
 
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -2,8 +2,9 @@
 
 Each check gives ``ok`` (with what it found), ``FIX`` (with what to do) or ``skip`` (not
 needed for this sweep). Checks: the verl-agent checkout and its hook targets, the package
-versions of the trainer's Python, GPUs, ALFWorld's data, the model, MLflow, Slurm and free
-disk for checkpoints. Nothing heavy is imported here: the trainer's Python is asked in a
+versions of the trainer's Python, GPUs, ALFWorld's data, the model, MLflow, the sweep's
+launcher (its own checks: Slurm answers, the local GPU slots...) and free disk for
+checkpoints. Nothing heavy is imported here: the trainer's Python is asked in a
 subprocess (it may be another interpreter than this one).
 """
 
@@ -23,6 +24,7 @@ from ccpo_lab.config.verl import VerlBackendConfig
 
 if TYPE_CHECKING:
     from ccpo_lab.config.sweep import Sweep
+    from ccpo_lab.launch.base import Launcher
 
 PACKAGES = ("torch", "verl", "vllm", "ray", "transformers", "ccpo-lab")
 BYTES_PER_PARAM_CKPT = 12
@@ -53,10 +55,8 @@ class Context:
     """The verl backend settings (the sweep's, or the defaults)."""
     results: Path
     """Results root (checkpoints go below it)."""
-    launcher_kind: str = "slurm"
-    """``inline``, ``local`` or ``slurm``."""
-    partition: str | None = None
-    """Slurm partition the sweep asks for."""
+    launcher: Launcher | None = None
+    """The sweep's launcher (None: Slurm with its defaults is assumed)."""
     parallel_runs: int = 1
     """Runs that may hold checkpoints at once."""
     tracking_uri: str | None = None
@@ -191,20 +191,16 @@ def check_mlflow(ctx: Context) -> list[Check]:
     return [Check("MLflow", "ok", f"local store under {target}")]
 
 
-def check_slurm(ctx: Context) -> list[Check]:
-    """``sinfo`` answers (and lists the sweep's partition)."""
-    if ctx.launcher_kind != "slurm":
-        return [Check("Slurm", "skip", f"launcher is {ctx.launcher_kind}")]
-    if shutil.which("sinfo") is None:
-        return [Check("Slurm", "FIX", "sinfo not found: run doctor on a Slurm login node")]
-    r = _run(["sinfo", "-h", "-o", "%P"], timeout=10)
-    if r is None or r.returncode != 0:
-        return [Check("Slurm", "FIX", "sinfo failed: " + (r.stderr.strip()[:200] if r else
-                                                             "timed out"))]
-    parts = [p.rstrip("*") for p in r.stdout.split()]
-    if ctx.partition and ctx.partition not in parts:
-        return [Check("Slurm", "FIX", f"partition {ctx.partition!r} not in {parts}")]
-    return [Check("Slurm", "ok", f"partitions {', '.join(parts) or '(none)'}")]
+def check_launcher(ctx: Context) -> list[Check]:
+    """The launcher's own checks of this machine (Slurm answers, local GPU slots...)."""
+    launcher = ctx.launcher
+    if launcher is None:
+        from ccpo_lab.launch.slurm import SlurmLauncher, SlurmSettings
+        from ccpo_lab.placement import Needs
+
+        launcher = SlurmLauncher(SlurmSettings(), ctx.results, name="doctor",
+                                 needs=Needs(gpus_per_node=ctx.settings.n_gpus_per_node))
+    return [Check(name, status, detail) for name, status, detail in launcher.machine_checks()]
 
 
 def _existing_parent(p: Path) -> Path:
@@ -243,20 +239,20 @@ def check_disk(ctx: Context) -> list[Check]:
 
 CHECKS: tuple[Callable[[Context], list[Check]], ...] = (
     check_checkout, check_packages, check_gpus, check_alfworld, check_model, check_mlflow,
-    check_slurm, check_disk)
+    check_launcher, check_disk)
 
 
 def context(sweep: Sweep | None, results: Path) -> Context:
     """The checks' context for ``sweep`` (None: the verl defaults, Slurm assumed)."""
     if sweep is None:
         return Context(settings=VerlBackendConfig(), results=results)
+    from ccpo_lab.launch.plan import launcher_for
+
     cfg = sweep.config
-    la = cfg.launcher
-    parallel = la.array_parallelism if la.kind == "slurm" else \
-        la.max_parallel if la.kind == "local" else 1
+    launcher = launcher_for(sweep, results)
     return Context(settings=cfg.backend.verl, results=sweep.sweep_dir(results),
-                   launcher_kind=la.kind, partition=la.partition,
-                   parallel_runs=min(parallel, len(sweep.runs)),
+                   launcher=launcher,
+                   parallel_runs=min(launcher.parallel_runs(), len(sweep.runs)),
                    tracking_uri=cfg.tracking.uri)
 
 

@@ -1,8 +1,18 @@
 """Training backends: ``local`` (CPU, generated ALFWorld games) and ``verl`` (GPU clusters).
 
-Each backend module exposes ``train(run, run_dir)`` and ``describe(run, run_dir)``, and
-may expose ``check_sweep(runs, run_dirs)`` (checks over a whole sweep, run before anything
-is written); this module dispatches on ``run.backend.kind`` and imports the backend lazily.
+A backend is a settings dataclass (a field of :class:`~ccpo_lab.config.schema.BackendConfig`,
+named by its kind: the backend registry) and a module ``ccpo_lab.backends.<kind>.runner``
+exposing:
+
+- ``needs(run) -> Needs``: what one run needs (nodes, GPUs per node, CPUs), from the
+  backend's own settings (the placement contract, :mod:`ccpo_lab.placement`);
+- ``train(run, run_dir, placement) -> dict``: train the run to completion where its
+  launcher placed it (task 0), resuming from its checkpoint; returns a summary;
+- ``describe(run, run_dir, placement) -> str``: what ``train`` would execute (dry run);
+- optionally ``check_sweep(runs, run_dirs)`` (checks over a whole sweep, before anything
+  is written) and ``worker(run, run_dir, placement)`` (tasks > 0 of a multi-node run).
+
+This module dispatches on ``run.backend.kind`` and imports the backend lazily.
 """
 
 from __future__ import annotations
@@ -13,18 +23,23 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ccpo_lab.config.schema import RunConfig
+    from ccpo_lab.placement import Needs, Placement
     from ccpo_lab.runs.layout import RunDir
-
-_MODULES = {"local": "ccpo_lab.backends.local.runner", "verl": "ccpo_lab.backends.verl.runner"}
 
 
 def backend_module(kind: str) -> Any:
-    """The module implementing backend ``kind``."""
-    try:
-        name = _MODULES[kind]
-    except KeyError:
-        raise ValueError(f"unknown backend {kind!r}; valid: {sorted(_MODULES)}") from None
-    return importlib.import_module(name)
+    """The module implementing backend ``kind`` (``ccpo_lab.backends.<kind>.runner``)."""
+    from ccpo_lab.config.schema import BackendConfig
+
+    if kind not in BackendConfig.kinds():
+        raise ValueError(f"unknown backend {kind!r}; valid: {list(BackendConfig.kinds())}")
+    return importlib.import_module(f"ccpo_lab.backends.{kind}.runner")
+
+
+def needs(run: RunConfig) -> Needs:
+    """What ``run`` needs, as its backend declares it."""
+    result: Needs = backend_module(run.backend.kind).needs(run)
+    return result
 
 
 def check_sweep(runs: Sequence[RunConfig], run_dirs: Sequence[RunDir | None]) -> None:
@@ -37,15 +52,11 @@ def check_sweep(runs: Sequence[RunConfig], run_dirs: Sequence[RunDir | None]) ->
             hook([r for r, _ in mine], [d for _, d in mine])
 
 
-def describe(run: RunConfig, run_dir: RunDir) -> str:
-    """What executing ``run`` would run, as a shell-quoted command line."""
+def describe(run: RunConfig, run_dir: RunDir, placement: Placement) -> str:
+    """What executing ``run`` would run where ``placement`` says, as a command line."""
     import shlex
 
-    mod_name = _MODULES[run.backend.kind]
-    try:
-        mod = importlib.import_module(mod_name)
-    except ImportError:
-        mod = None
-    if mod is not None and hasattr(mod, "describe"):
-        return str(mod.describe(run, run_dir))
+    mod = backend_module(run.backend.kind)
+    if hasattr(mod, "describe"):
+        return str(mod.describe(run, run_dir, placement))
     return shlex.join(["python", "-m", "ccpo_lab.runs.execute", str(run_dir.path)])

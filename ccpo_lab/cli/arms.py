@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from ccpo_lab.config.schema import ArmConfig
 
 app = typer.Typer(help="Inspect the arms (arms/*.yaml).", no_args_is_help=True)
 
@@ -67,7 +71,7 @@ def diff_arms(a: str, b: str, arms_dir: Path | None = ArmsDir) -> None:
     d = _dir(arms_dir)
     arm_a, arm_b = load_arm(a, d), load_arm(b, d)
 
-    def doc(arm):  # type: ignore[no-untyped-def]
+    def doc(arm: ArmConfig) -> dict[str, Any]:
         return {"estimator": {"name": arm.estimator.name, **arm.estimator.params},
                 "training": arm.training}
 

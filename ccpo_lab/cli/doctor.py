@@ -18,8 +18,8 @@ def doctor(
     overrides: list[str] = typer.Argument(None, help="Hydra overrides of the sweep."),
     results: Path = typer.Option(Path("results"), "--results", help="Results root."),
 ) -> None:
-    """Check the verl-agent checkout, packages, GPUs, ALFWorld data, model, MLflow, Slurm
-    and disk; exit 1 when something needs fixing."""
+    """Check the verl-agent checkout, packages, GPUs, ALFWorld data, model, MLflow, the
+    sweep's launcher (Slurm, GPU slots) and disk; exit 1 when something needs fixing."""
     from ccpo_lab.doctor import run_doctor
     from ccpo_lab.errors import UserError
 

@@ -1,6 +1,7 @@
 """``ccpo-lab``: the Typer application and its one error boundary.
 
-A :class:`~ccpo_lab.errors.UserError` prints one line (``error: ...``) and exits 2;
+A :class:`~ccpo_lab.errors.UserError` prints one line (``error: ...``) and exits 2, a
+usage error (missing argument, unknown command or option) its usage line and exits 2;
 any other exception prints one line pointing at ``CCPO_LAB_DEBUG=1`` and exits 1. With
 ``CCPO_LAB_DEBUG=1`` the traceback is shown.
 """
@@ -77,9 +78,12 @@ def debug() -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; the single error boundary. Returns the exit code."""
-    import click
+    """Run the CLI; the single error boundary. Returns the exit code.
 
+    A usage error (a missing argument, an unknown command or option: Typer's own
+    exceptions, ``typer.TyperException``) prints the usage line and exits 2; a
+    :class:`UserError` prints one line and exits 2; anything else is a bug (exit 1).
+    """
     try:
         rv = app(args=argv, prog_name="ccpo-lab", standalone_mode=False)
     except UserError as e:
@@ -90,12 +94,16 @@ def main(argv: list[str] | None = None) -> int:
         for line in lines[1:]:
             typer.echo(line, err=True)
         return 2
-    except click.exceptions.Exit as e:
+    except typer.Exit as e:
         return int(e.exit_code)
-    except click.ClickException as e:
-        e.show()
+    except typer.TyperException as e:
+        show = getattr(e, "show", None)
+        if callable(show):
+            show()
+        else:
+            typer.echo(f"Error: {e.format_message()}", err=True)
         return int(e.exit_code)
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except (typer.Abort, KeyboardInterrupt):
         typer.echo("aborted", err=True)
         return 130
     except Exception as e:  # noqa: BLE001 - the one boundary

@@ -31,13 +31,13 @@ def status(
     from ccpo_lab.errors import UserError
     from ccpo_lab.launch.display import make_console, print_status
     from ccpo_lab.launch.display import watch as watch_loop
-    from ccpo_lab.launch.manifest import sweep_runs
     from ccpo_lab.launch.status import collect_status
+    from ccpo_lab.runs.layout import SweepDir
 
     if not sweep_dir.is_dir():
         raise UserError("not a directory", file=sweep_dir,
                         valid="a sweep's results directory, e.g. results/<sweep name>")
-    runs = sweep_runs(sweep_dir)
+    runs = SweepDir(sweep_dir).run_dirs()
     if not runs:
         raise UserError("no runs found (expected <arm>/seed-<k>/run.json or sweep.json)",
                         file=sweep_dir)

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from ccpo_lab.config.sweep import Sweep
 
 RESULTS_HELP = "Results root; the sweep's directory is <results>/<sweep name>/."
 
@@ -47,31 +51,34 @@ def sweep(
         raise typer.Exit(code)
 
 
-def print_plan(sw, results: Path, *, new_run: bool) -> None:  # type: ignore[no-untyped-def]
-    """Print the plan table and, per run, the command that would execute it."""
+def print_plan(sw: Sweep, results: Path, *, new_run: bool) -> None:
+    """Print the plan table and, per run, the command that would execute it where its
+    launcher will place it."""
     from rich.console import Console
     from rich.table import Table
 
     from ccpo_lab.backends import describe
     from ccpo_lab.errors import UserError
-    from ccpo_lab.launch.plan import plan_sweep, resources
+    from ccpo_lab.launch.plan import launcher_for, plan_sweep
 
     plan = plan_sweep(sw, results, new_run=new_run)
+    launcher = launcher_for(sw, results)
+    res, placement = launcher.resources(), launcher.placement()
     console = Console()
-    res = resources(sw.config.launcher)
     table = Table(title=f"sweep {sw.name}: {len(sw.arms)} arms x {len(sw.config.seeds)} seeds "
                   f"= {len(plan)} runs (dry run, nothing written)")
     for col in ("run id", "arm", "seed", "backend", "launcher", "resources", "status"):
         table.add_column(col)
     for p in plan:
         table.add_row(p.run.short_id, p.run.arm, str(p.run.seed), p.run.backend.kind,
-                      p.run.launcher.kind, res, p.status)
+                      launcher.kind, res, p.status)
     console.print(table)
     for p in plan:
         if p.run_dir is not None:
             console.print(f"[bold]{p.run.arm} seed {p.run.seed}[/bold] -> {p.run_dir.path}",
                           highlight=False)
-            console.print(f"  {describe(p.run, p.run_dir)}", highlight=False, soft_wrap=True)
+            console.print(f"  {describe(p.run, p.run_dir, placement)}", highlight=False,
+                          soft_wrap=True)
     conflicts = [p for p in plan if p.status == "conflict"]
     if conflicts:
         raise UserError(f"{len(conflicts)} run(s) would be refused; first: {conflicts[0].conflict}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -43,9 +44,20 @@ class LocalBackendConfig:
     """Folder holding generated game sets (content-addressed); default
     ``<results>/.games``. Not part of the run identity."""
 
-    def validate(self, file: str | None = None) -> None:
-        """Raise :class:`~ccpo_lab.errors.UserError` naming the first out-of-range field."""
+    def validate(self, file: str | Callable[[str], str | None] | None = None) -> None:
+        """Raise :class:`~ccpo_lab.errors.UserError` naming the first out-of-range field.
+
+        ``file``: the file the settings came from, or ``where(key) -> file`` (the sweep
+        loader's: a key set on the command line names it). Called when a sweep is loaded,
+        so ``--dry-run`` catches what the game generator would refuse on the node.
+        """
         from ccpo_lab.errors import UserError
+
+        where = file if callable(file) else (lambda _k: file)
+
+        def bad(name: str, why: str) -> UserError:
+            key = f"backend.local.{name}"
+            return UserError(why, file=where(key), key=key, value=getattr(self, name))
 
         lows = {"n_train_games": 1, "n_eval_games": 0, "games_seed": 0, "max_plan_len": 1,
                 "vocab_size": 16, "embed_dim": 1, "hidden_dim": 1, "warmstart_demos": 0,
@@ -53,8 +65,11 @@ class LocalBackendConfig:
         for name, low in lows.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise UserError(f"must be an integer >= {low}", file=file,
-                                key=f"backend.local.{name}", value=value)
+                raise bad(name, f"must be an integer >= {low}")
+        for name, low, high in (("n_receptacles", 3, 12), ("n_distractors", 0, 10)):
+            if not low <= getattr(self, name) <= high:
+                raise bad(name, f"must be in {low}..{high} (the game generator's range)")
+        if not 0.0 <= self.closed_fraction <= 1.0:
+            raise bad("closed_fraction", "must be in [0, 1]")
         if not self.warmstart_lr > 0:
-            raise UserError("must be > 0", file=file, key="backend.local.warmstart_lr",
-                            value=self.warmstart_lr)
+            raise bad("warmstart_lr", "must be > 0")

@@ -6,20 +6,22 @@ out of the run identity (:mod:`ccpo_lab.config.identity`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ccpo_lab.config.launcher import LauncherSettings
 from ccpo_lab.config.local import LocalBackendConfig
 from ccpo_lab.config.protocol import ProtocolConfig
 from ccpo_lab.config.verl import VerlBackendConfig
 
-BACKENDS = ("local", "verl")
-LAUNCHERS = ("inline", "local", "slurm")
-
 
 @dataclass(frozen=True)
 class BackendConfig:
-    """Which backend trains the runs, with each backend's settings."""
+    """Which backend trains the runs, with each backend's settings.
+
+    This class is the backend registry: a field per backend, named by its kind, holding
+    its settings dataclass; the backend's code is ``ccpo_lab.backends.<kind>.runner``.
+    """
 
     kind: str = "local"
     """``local`` (CPU, generated games, small policy) or ``verl`` (GPU clusters)."""
@@ -29,48 +31,14 @@ class BackendConfig:
     """Settings used when ``kind`` is ``verl``."""
 
     @property
-    def settings(self) -> LocalBackendConfig | VerlBackendConfig:
+    def settings(self) -> Any:
         """The active backend's settings."""
-        return self.local if self.kind == "local" else self.verl
+        return getattr(self, self.kind)
 
-
-@dataclass(frozen=True)
-class LauncherConfig:
-    """Where and how runs execute. Queueing details: not part of the run identity."""
-
-    kind: str = "inline"
-    """``inline`` (this process, one run after another), ``local`` (submitit on this
-    machine, parallel runs on disjoint GPU slices) or ``slurm`` (one job array)."""
-    max_parallel: int = 1
-    """``local``: runs at once."""
-    gpus_per_run: int = 0
-    """``local``: GPUs per run (a ``CUDA_VISIBLE_DEVICES`` slice); 0 = CPU slots."""
-    partition: str | None = None
-    """``slurm``: partition (``--partition``)."""
-    account: str | None = None
-    """``slurm``: account (``--account``)."""
-    qos: str | None = None
-    """``slurm``: quality of service (``--qos``)."""
-    time_min: int = 60
-    """``slurm``: time limit per job in minutes; requeued on timeout."""
-    nodes: int = 1
-    """``slurm``: nodes per run."""
-    gpus_per_node: int = 0
-    """``slurm``: GPUs per node (``--gpus-per-node``)."""
-    cpus_per_task: int = 1
-    """``slurm``: CPUs per task."""
-    mem_gb: int | None = None
-    """``slurm``: memory per node in GB."""
-    constraint: str | None = None
-    """``slurm``: node feature constraint."""
-    array_parallelism: int = 16
-    """``slurm``: array tasks running at once."""
-    max_num_timeout: int = 3
-    """``slurm``: requeues after timeout or preemption before giving up."""
-    sbatch_extra: dict[str, Any] = field(default_factory=dict)
-    """``slurm``: further sbatch parameters (validated against submitit's list)."""
-    setup: list[str] = field(default_factory=list)
-    """``slurm``: shell lines run before the job (module loads, conda activate)."""
+    @classmethod
+    def kinds(cls) -> tuple[str, ...]:
+        """The registered backends (every field but ``kind``)."""
+        return tuple(f.name for f in fields(cls) if f.name != "kind")
 
 
 @dataclass(frozen=True)
@@ -123,8 +91,9 @@ class SweepConfig:
     """Backend and its settings."""
     protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
     """Training protocol shared by every arm (arms may override via ``training``)."""
-    launcher: LauncherConfig = field(default_factory=LauncherConfig)
-    """Launcher and its resources."""
+    launcher: LauncherSettings = field(default_factory=LauncherSettings)
+    """The launcher's typed settings (its kind's dataclass, :mod:`ccpo_lab.launch.registry`;
+    :func:`~ccpo_lab.config.sweep.load_sweep` fills it in)."""
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     """Report settings."""
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
@@ -182,8 +151,6 @@ class RunConfig:
     """Sweep protocol with the arm's ``training`` overrides applied."""
     backend: BackendConfig
     """Backend and settings."""
-    launcher: LauncherConfig
-    """Launcher (not in the identity)."""
 
     @property
     def identity(self) -> dict[str, Any]:

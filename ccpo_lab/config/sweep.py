@@ -3,8 +3,13 @@
 ``load_sweep("sweeps/demo.yaml", ["seeds=[0,1,2]", "launcher=slurm",
 "launcher.partition=gpu"])`` reads the file, fills every schema default, lets Hydra's
 compose API apply the overrides (``launcher=X`` / ``backend=X`` select the kind), validates
-the result against :class:`~ccpo_lab.config.schema.SweepConfig`, loads the arms and expands
-arms x seeds into frozen :class:`~ccpo_lab.config.schema.RunConfig` objects.
+every section against the schema (:class:`~ccpo_lab.config.schema.SweepConfig`, the
+launcher's own settings class from :mod:`ccpo_lab.launch.registry`, each backend's
+``validate``), loads the arms and expands arms x seeds into frozen
+:class:`~ccpo_lab.config.schema.RunConfig` objects.
+
+``launcher=X`` selects a launcher like a Hydra config group: the sweep file's launcher keys
+apply when the file names the same kind, otherwise X starts from its defaults.
 """
 
 from __future__ import annotations
@@ -17,20 +22,20 @@ from typing import Any
 
 from ccpo_lab.config.arms import default_arms_dir, load_arm
 from ccpo_lab.config.identity import to_plain
+from ccpo_lab.config.launcher import LauncherSettings, Where
 from ccpo_lab.config.protocol import ProtocolConfig
 from ccpo_lab.config.schema import (
-    BACKENDS,
-    LAUNCHERS,
     ArmConfig,
+    BackendConfig,
     RunConfig,
     SweepConfig,
 )
 from ccpo_lab.config.validate import build, check_range, field_names
 from ccpo_lab.config.yamlio import check_name, read_yaml_mapping
 from ccpo_lab.errors import UserError
+from ccpo_lab.launch.registry import build_settings, launcher_class, not_a_setting
 
 COMMAND_LINE = "command line"
-_KIND_GROUPS = {"launcher": LAUNCHERS, "backend": BACKENDS}
 
 
 @dataclass(frozen=True)
@@ -77,13 +82,16 @@ def make_run(sweep: SweepConfig, arm: ArmConfig, seed: int) -> RunConfig:
     if arm.training:
         protocol = dataclasses.replace(protocol, **arm.training)
     return RunConfig(sweep=sweep.name, arm=arm.name, seed=seed, estimator=arm.estimator,
-                     protocol=protocol, backend=sweep.backend, launcher=sweep.launcher)
+                     protocol=protocol, backend=sweep.backend)
 
 
-def _schema_keys(path: Sequence[str]) -> list[str] | None:
-    """Valid child keys at ``path`` of the sweep schema (None if ``path`` is a leaf)."""
+def _schema_keys(path: Sequence[str], launcher: type[LauncherSettings]) -> list[str] | None:
+    """Valid child keys at ``path`` of the sweep schema, the ``launcher`` section being
+    ``launcher``'s (None if ``path`` is a leaf)."""
     import typing
 
+    if list(path[:1]) == ["launcher"]:
+        return field_names(launcher) if len(path) == 1 else None
     cls: Any = SweepConfig
     for part in path:
         if not dataclasses.is_dataclass(cls) or part not in field_names(cls):
@@ -92,45 +100,73 @@ def _schema_keys(path: Sequence[str]) -> list[str] | None:
     return field_names(cls) if dataclasses.is_dataclass(cls) else None
 
 
-def _rewrite_overrides(overrides: Sequence[str]) -> tuple[list[str], set[str]]:
-    """Check override keys against the schema; ``launcher=X`` -> ``launcher.kind=X``.
-
-    Returns the rewritten overrides and the set of key paths they set.
-    """
+def _parse(overrides: Sequence[str]) -> list[tuple[str, Any, str]]:
+    """``(key, override, text)`` of each override; malformed or unsupported ones refused."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
     parser = OverridesParser.create()
-    out, keys = [], set()
+    out = []
     for text in overrides:
         try:
             (ov,) = parser.parse_overrides([text])
         except HydraException as e:
             raise UserError(f"malformed override: {str(e).splitlines()[0]}", file=COMMAND_LINE,
                             value=text) from None
-        key = ov.key_or_group
         if ov.package is not None or not ov.is_force_add() and not ov.is_add() and ov.is_delete():
             raise UserError("override not supported (use key=value)", file=COMMAND_LINE,
                             value=text)
-        parts = key.split(".")
-        if parts[0] in _KIND_GROUPS and len(parts) == 1:
+        out.append((ov.key_or_group, ov, text.lstrip("+") if ov.is_add() or ov.is_force_add()
+                    else text))
+    return out
+
+
+def _selected_launcher(parsed: list[tuple[str, Any, str]], file_kind: str) -> str:
+    """The launcher kind the overrides select (``launcher=X``, ``launcher.kind=X``), else
+    the file's; an unknown kind lists the registered ones."""
+    kind = file_kind
+    for key, ov, _ in parsed:
+        if key in ("launcher", "launcher.kind"):
             kind = ov.value()
-            if kind not in _KIND_GROUPS[parts[0]]:
-                raise UserError(f"unknown {parts[0]}", file=COMMAND_LINE, key=parts[0],
-                                value=kind, valid=_KIND_GROUPS[parts[0]])
-            out.append(f"{parts[0]}.kind={kind}")
-            keys.add(f"{parts[0]}.kind")
+            launcher_class(kind, key="launcher", file=COMMAND_LINE)
+    return kind
+
+
+def _rewrite_overrides(overrides: Sequence[str], file_kind: str
+                       ) -> tuple[list[str], set[str], str]:
+    """Check override keys against the schema; ``backend=X`` -> ``backend.kind=X``.
+
+    Returns the overrides for Hydra, the set of key paths they set, and the launcher kind
+    (selected by ``launcher=X``, applied outside Hydra).
+    """
+    parsed = _parse(overrides)
+    kind = _selected_launcher(parsed, file_kind)
+    settings_cls = launcher_class(kind).settings_class
+    out, keys = [], set()
+    for key, ov, text in parsed:
+        parts = key.split(".")
+        if key in ("launcher", "launcher.kind"):
+            keys.add("launcher.kind")
             continue
-        parent = _schema_keys(parts[:-1])
+        if key == "backend":
+            value = ov.value()
+            if value not in BackendConfig.kinds():
+                raise UserError("unknown backend", file=COMMAND_LINE, key="backend",
+                                value=value, valid=BackendConfig.kinds())
+            out.append(f"backend.kind={value}")
+            keys.add("backend.kind")
+            continue
+        parent = _schema_keys(parts[:-1], settings_cls)
         if parent is None or parts[-1] not in parent:
             valid = parent if parent is not None else field_names(SweepConfig)
-            raise UserError("unknown key in override", file=COMMAND_LINE, key=key,
-                            valid=valid)
-        if ov.is_add() or ov.is_force_add():
-            text = text.lstrip("+")
+            why = "unknown key in override"
+            if parts[0] == "launcher" and len(parts) == 2:
+                why = not_a_setting(kind, parts[1]).replace(
+                    f"unknown key for launcher {kind}", "unknown key in override")
+            raise UserError(why, file=COMMAND_LINE, key=key, valid=valid)
         out.append(text)
         keys.add(key)
-    return out, keys
+    return out, keys, kind
 
 
 def _compose(full: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
@@ -152,7 +188,7 @@ def _compose(full: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
         raise UserError(f"cannot apply overrides: {msg}", file=COMMAND_LINE,
                         value=" ".join(overrides)) from None
     assert isinstance(composed, dict)
-    return composed
+    return {str(k): v for k, v in composed.items()}
 
 
 def load_sweep(path: str | Path, overrides: Sequence[str] = (), *,
@@ -161,16 +197,22 @@ def load_sweep(path: str | Path, overrides: Sequence[str] = (), *,
     p = Path(path)
     raw = read_yaml_mapping(p, "sweep file")
     file = str(p)
-    base = build(SweepConfig, raw, where=lambda _k: file)  # schema errors name the file
-    rewritten, override_keys = _rewrite_overrides(overrides)
+    in_file: Where = lambda _k: file  # noqa: E731 - schema errors name the file
+    file_launcher = build_settings(raw.pop("launcher", {}), where=in_file)
+    base = build(SweepConfig, raw, where=in_file)
+    rewritten, override_keys, kind = _rewrite_overrides(overrides, file_launcher.kind)
 
     def where(key: str) -> str:
         top = key.split("[")[0]
         return COMMAND_LINE if any(top == k or top.startswith(k + ".") for k in override_keys) \
             else file
 
-    composed = _compose(to_plain(base), rewritten) if rewritten else to_plain(base)
-    cfg = build(SweepConfig, composed, where=where)
+    full = to_plain(base)
+    full["launcher"] = to_plain(file_launcher if kind == file_launcher.kind
+                                else launcher_class(kind).settings_class())
+    composed = _compose(full, rewritten) if rewritten else full
+    launcher = build_settings(composed.pop("launcher"), where=where)
+    cfg = dataclasses.replace(build(SweepConfig, composed, where=where), launcher=launcher)
     _check_sweep(cfg, where)
     adir = Path(arms_dir) if arms_dir else _arms_dir_for(cfg, p)
     arms = tuple(load_arm(name, adir, referrer=where("arms")) for name in cfg.arms)
@@ -211,29 +253,24 @@ def _check_sweep(cfg: SweepConfig, where: Any) -> None:
         check_range(s, low=0, high=2**31 - 1, key=f"seeds[{i}]", file=where("seeds"))
     if len(set(cfg.seeds)) != len(cfg.seeds):
         raise UserError("duplicate seeds", file=where("seeds"), key="seeds", value=cfg.seeds)
-    for key, kind, valid in (("backend.kind", cfg.backend.kind, BACKENDS),
-                             ("launcher.kind", cfg.launcher.kind, LAUNCHERS)):
-        if kind not in valid:
-            raise UserError(f"unknown {key.split('.')[0]}", file=where(key), key=key,
-                            value=kind, valid=valid)
+    if cfg.backend.kind not in BackendConfig.kinds():
+        raise UserError("unknown backend", file=where("backend.kind"), key="backend.kind",
+                        value=cfg.backend.kind, valid=BackendConfig.kinds())
     _check_protocol(cfg.protocol, where)
-    launcher = cfg.launcher
-    for key in ("max_parallel", "time_min", "nodes", "cpus_per_task", "array_parallelism"):
-        check_range(getattr(launcher, key), low=1, key=f"launcher.{key}",
-                    file=where(f"launcher.{key}"))
-    for key in ("gpus_per_run", "gpus_per_node", "max_num_timeout"):
-        check_range(getattr(launcher, key), low=0, key=f"launcher.{key}",
-                    file=where(f"launcher.{key}"))
-    a = cfg.analysis
-    check_range(a.confidence, low=0, high=1, low_open=True, high_open=True,
+    for kind in BackendConfig.kinds():  # every backend section, active or not
+        settings = getattr(cfg.backend, kind)
+        if hasattr(settings, "validate"):
+            settings.validate(where)
+    an = cfg.analysis
+    check_range(an.confidence, low=0, high=1, low_open=True, high_open=True,
                 key="analysis.confidence", file=where("analysis.confidence"))
-    check_range(a.alpha, low=0, high=1, low_open=True, high_open=True, key="analysis.alpha",
+    check_range(an.alpha, low=0, high=1, low_open=True, high_open=True, key="analysis.alpha",
                 file=where("analysis.alpha"))
-    check_range(a.power, low=0, high=1, low_open=True, high_open=True, key="analysis.power",
+    check_range(an.power, low=0, high=1, low_open=True, high_open=True, key="analysis.power",
                 file=where("analysis.power"))
-    check_range(a.bootstrap_reps, low=100, key="analysis.bootstrap_reps",
+    check_range(an.bootstrap_reps, low=100, key="analysis.bootstrap_reps",
                 file=where("analysis.bootstrap_reps"))
-    check_range(a.window_start, low=0, key="analysis.window_start",
+    check_range(an.window_start, low=0, key="analysis.window_start",
                 file=where("analysis.window_start"))
 
 

@@ -20,11 +20,11 @@ T = TypeVar("T")
 
 
 @functools.cache
-def _hints(cls: type) -> dict[str, Any]:
+def _hints(cls: Any) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def field_names(cls: type) -> list[str]:
+def field_names(cls: Any) -> list[str]:
     """Names of a dataclass's fields, in declaration order."""
     return [f.name for f in dataclasses.fields(cls)]
 
@@ -57,10 +57,16 @@ def build(cls: type[T], data: Any, *, key: str = "", where: Callable[[str], str 
             path = f"{key}.{k}" if key else str(k)
             raise UserError("unknown key", file=where(path), key=path, valid=valid)
     kwargs = {}
-    hints = _hints(cls)
-    for f in dataclasses.fields(cls):
+    schema: Any = cls  # a dataclass type
+    hints = _hints(schema)
+    for f in dataclasses.fields(schema):
         if f.name in data:
             path = f"{key}.{f.name}" if key else f.name
+            if not f.init:  # fixed by the class (a launcher's ``kind``): only its own value
+                if data[f.name] != f.default:
+                    raise UserError("fixed by the schema", file=where(path), key=path,
+                                    value=data[f.name], valid=[f.default])
+                continue
             kwargs[f.name] = coerce(data[f.name], hints[f.name], key=path, where=where)
     return cls(**kwargs)
 
@@ -85,7 +91,7 @@ def coerce(value: Any, tp: Any, *, key: str, where: Callable[[str], str | None])
             except UserError:
                 continue
         raise bad()
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return build(tp, value, key=key, where=where)
     if tp is Any:
         return value

@@ -18,8 +18,7 @@ from typing import Any
 
 import numpy as np
 
-ENV_RUN_DIR = "CCPO_LAB_RUN_DIR"
-ENV_METRICS = "VERL_FILE_LOGGER_PATH"
+from ccpo_lab.integrations.verl_agent_env import ENV_METRICS, ENV_RUN_DIR
 
 
 def _scalar(value: Any) -> float | int | None:

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from ccpo_lab.integrations.verl_agent_env import ENV_CAPTURE_PHI, ENV_RUN_DIR
 from ccpo_lab.integrations.verl_agent_io import (
-    ENV_RUN_DIR,
     RunFileLogger,
     record_step1,
     step1_episodes,
@@ -27,7 +27,6 @@ from ccpo_lab.integrations.verl_agent_phi import CAPTURE, PHI_KEY, forward_captu
 
 STEP_KEY = "ccpo_lab_step"
 """``non_tensor_batch`` key of the turn index added to every rollout row."""
-ENV_CAPTURE_PHI = "CCPO_LAB_CAPTURE_PHI"
 
 
 @dataclass

@@ -1,1 +1,2 @@
-"""Launching runs: plans, and the inline / local / Slurm executors (submitit)."""
+"""Launching runs: the :class:`~ccpo_lab.launch.base.Launcher` interface, its registry
+(:mod:`.registry`: ``inline``, ``local``, ``slurm``), plans, submission, status and cancel."""

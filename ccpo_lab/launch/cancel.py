@@ -1,20 +1,20 @@
-"""Cancel the runs of a sweep (all, one arm, one seed): Slurm jobs, local processes, queues.
+"""Cancel the runs of a sweep (all, one arm, one seed), each through its own launcher.
 
-Slurm jobs are cancelled with one ``scancel``; a running ``local`` run's controller gets
-SIGINT (the run records ``cancelled``); a queued run is marked ``cancelled`` so its pool
-never starts it; an ``inline`` process is interrupted and goes on with its next run.
-A relaunch resumes cancelled runs from their checkpoints.
+Every unfinished run selected goes to the launcher its ``job.json`` names
+(:meth:`Launcher.cancel <ccpo_lab.launch.base.Launcher.cancel>`: one ``scancel`` for Slurm
+jobs, SIGINT for a running ``local`` controller or ``inline`` process, a queued run is
+dequeued), then is marked ``cancelled`` so no pool starts it. A relaunch resumes cancelled
+runs from their checkpoints.
 """
 
 from __future__ import annotations
 
-import os
-import signal
 from dataclasses import dataclass
 from pathlib import Path
 
 from ccpo_lab.errors import UserError
-from ccpo_lab.launch.status import RunStatus, collect_status
+from ccpo_lab.launch.status import RunStatus, collect_status, tracker
+from ccpo_lab.runs.layout import RunDir
 
 
 @dataclass(frozen=True)
@@ -41,10 +41,6 @@ def select(rows: list[RunStatus], arm: str | None, seed: int | None) -> list[Run
 def cancel_runs(sweep_dir: Path, *, arm: str | None = None,
                 seed: int | None = None) -> tuple[list[Cancelled], list[str]]:
     """Cancel the selected runs that are not finished. Returns (cancelled, problems)."""
-    from ccpo_lab.launch.job import update_job
-    from ccpo_lab.launch.local import stop_controller
-    from ccpo_lab.launch.slurm import cancel_jobs
-    from ccpo_lab.runs.layout import RunDir
     from ccpo_lab.runs.provenance import now_iso
 
     rows = collect_status(sweep_dir)
@@ -52,28 +48,12 @@ def cancel_runs(sweep_dir: Path, *, arm: str | None = None,
         raise UserError("no runs found (expected <sweep dir>/<arm>/seed-<k>/ or sweep.json)",
                         file=sweep_dir)
     chosen = [r for r in select(rows, arm, seed) if not r.terminal]
+    how: dict[Path, str] = {}
     problems: list[str] = []
-    done: list[Cancelled] = []
-    slurm = [r for r in chosen if r.launcher == "slurm" and r.live and r.job_id]
-    if slurm:
-        ok, msg = cancel_jobs([str(r.job_id) for r in slurm])
-        if not ok:
-            problems.append(f"scancel failed: {msg}")
+    for kind in dict.fromkeys(r.launcher for r in chosen):
+        done, trouble = tracker(kind).cancel([r for r in chosen if r.launcher == kind])
+        how.update((r.path, text) for r, text in done)
+        problems += trouble
     for r in chosen:
-        rd = RunDir(r.path)
-        how = "marked cancelled"
-        if r in slurm:
-            how = f"scancel {r.job_id}"
-        elif r.launcher == "local" and r.live:
-            pid = r.job_id if r.state != "pending" else None
-            how = f"SIGINT controller {pid}" if pid and stop_controller(pid) else "dequeued"
-        elif r.launcher == "inline" and r.live and r.job_id:
-            update_job(rd, cancel_requested=True)
-            try:
-                os.kill(int(r.job_id), signal.SIGINT)
-                how = f"SIGINT pid {r.job_id}"
-            except (OSError, ValueError) as e:
-                problems.append(f"{r.arm} seed {r.seed}: cannot signal pid {r.job_id}: {e}")
-        rd.write_state("cancelled", cancelled=now_iso())
-        done.append(Cancelled(r, how))
-    return done, problems
+        RunDir(r.path).write_state("cancelled", cancelled=now_iso())
+    return [Cancelled(r, how.get(r.path, "marked cancelled")) for r in chosen], problems

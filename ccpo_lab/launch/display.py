@@ -1,14 +1,16 @@
-"""Rendering run status: the status table, failure details, and a watch loop."""
+"""Rendering run status: the status table, failure details, a watch loop, and the
+:class:`StatusMonitor` a launcher shows while it waits."""
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ccpo_lab.launch.status import RunStatus, collect_status, counts, format_elapsed, tail
+from ccpo_lab.runs.layout import RunDir
 
 STATE_STYLE = {"pending": "dim", "running": "cyan", "completed": "green", "failed": "bold red",
                "cancelled": "yellow", "requeued": "magenta"}
@@ -103,7 +105,7 @@ def print_status(console: Any, rows: list[RunStatus], title: str) -> None:
         console.print(block, highlight=False, markup=False, soft_wrap=True)
 
 
-def watch(sweep_dir: Path, console: Any, *, runs: list[Any] | None = None,
+def watch(sweep_dir: Path, console: Any, *, runs: Sequence[RunDir] | None = None,
           interval: float = 2.0, until_done: bool = True, title: str = "",
           before: Callable[[], None] | None = None) -> list[RunStatus]:
     """Refresh the status until every run is terminal (or Ctrl-C); return the last rows.
@@ -143,3 +145,67 @@ def watch(sweep_dir: Path, console: Any, *, runs: list[Any] | None = None,
     except KeyboardInterrupt:
         pass
     return rows
+
+
+class StatusMonitor:
+    """The :class:`~ccpo_lab.launch.base.Monitor` of a launch: at a terminal a live table
+    with progress bars (refreshed at most once a second), otherwise one summary line
+    whenever the counts change."""
+
+    def __init__(self, sweep_dir: Path, runs: Sequence[RunDir], console: Any,
+                 title: str = "") -> None:
+        self.sweep_dir = sweep_dir
+        self.runs = list(runs)
+        self.console = console
+        self.title = title
+        self._live: Any = None
+        self._last_line = ""
+        self._last_refresh = 0.0
+        self._done = False
+
+    def _table(self) -> Any:
+        return status_table(collect_status(self.sweep_dir, self.runs), self.title, bars=True)
+
+    def start(self, auto_refresh: bool = False) -> None:
+        """A live table at a terminal (``auto_refresh``: re-rendered every second)."""
+        if not self.console.is_terminal or self._live is not None:
+            return
+        from rich.live import Live
+
+        if auto_refresh:
+            self._live = Live(get_renderable=self._table, console=self.console,
+                              refresh_per_second=1)
+        else:
+            self._live = Live(self._table(), console=self.console, refresh_per_second=2)
+        self._live.start()
+
+    def stop(self) -> None:
+        """Stop the live table."""
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def is_live(self) -> bool:
+        """Whether the live table shows."""
+        return self._live is not None
+
+    def refresh(self) -> bool:
+        """Re-read the runs (at most once a second); True once every run is finished."""
+        if time.monotonic() - self._last_refresh < 1.0:
+            return self._done
+        self._last_refresh = time.monotonic()
+        rows = collect_status(self.sweep_dir, self.runs)
+        self._done = all(r.terminal for r in rows)
+        if self._live is not None:
+            self._live.update(status_table(rows, self.title, bars=True))
+        else:
+            line = summary_line(rows)
+            if line != self._last_line:
+                self.console.print(f"[{time.strftime('%H:%M:%S')}] {line}", highlight=False)
+                self._last_line = line
+        return self._done
+
+    def note(self, text: str) -> None:
+        """Print ``text`` unless the live table shows."""
+        if self._live is None:
+            self.console.print(text, highlight=False, markup=False)

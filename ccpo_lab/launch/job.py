@@ -1,12 +1,15 @@
-"""What a launcher submits, and what it records about the submission.
+"""The callable every submitit-based launcher runs, and where submitit puts its logs.
 
-:class:`RunJob` is the callable every submitit executor runs: it executes one run directory
-(:func:`ccpo_lab.runs.execute.execute_run`). It is a ``submitit.helpers.Checkpointable``:
-on timeout or preemption Slurm signals the job, submitit calls :meth:`RunJob.checkpoint`,
+:class:`RunJob` executes one run directory (:func:`ccpo_lab.runs.execute.execute_run`)
+where its launcher placed it: the launcher gives it its ``placement_here`` function, which
+the job calls on the node to learn its :class:`~ccpo_lab.placement.Placement` (hosts, rank,
+tasks, GPUs, CPUs). Task 0 executes the run; the other tasks of a multi-node job serve it
+(:func:`ccpo_lab.runs.execute.serve_run`). It is a ``submitit.helpers.Checkpointable``: on
+timeout or preemption Slurm signals the job, submitit calls :meth:`RunJob.checkpoint`,
 requeues the job, and the restarted job resumes from the run's own checkpoint files.
 
-``job.json`` in the run directory is written by the launcher only (never by the job): the
-current submission (launcher, job id, log paths, GPU slice, pids) and the earlier ones.
+``job.json`` is written by launchers only, never by the job
+(:meth:`~ccpo_lab.runs.layout.RunDir.record_job`).
 """
 
 from __future__ import annotations
@@ -15,15 +18,17 @@ import contextlib
 import os
 import socket
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from submitit.helpers import Checkpointable, DelayedSubmission
 
-from ccpo_lab.config.yamlio import atomic_write_json, read_json_object
+from ccpo_lab.placement import Placement, this_host
 from ccpo_lab.runs.layout import RunDir
 
-JOB_FILE = "job.json"
+PlacementFn = Callable[[], Placement]
+"""A launcher module's ``placement_here`` (picklable: a module-level function)."""
 
 
 def _now() -> str:
@@ -37,54 +42,32 @@ def _mark(rd: RunDir, state: str, **info: Any) -> None:
         rd.write_state(state, **info)
 
 
-def _global_rank() -> int:
-    """This task's rank in a multi-node job (0 outside Slurm/submitit)."""
-    for var in ("SLURM_PROCID", "SUBMITIT_LOCAL_GLOBALID"):
-        value = os.environ.get(var, "")
-        if value.isdigit():
-            return int(value)
-    return 0
-
-
-def _worker(rd: RunDir, rank: int) -> dict[str, Any]:
-    """Ranks > 0 of a multi-node run: the backend's ``worker(run, rd, rank)`` if it has one.
-
-    Only rank 0 executes the run and writes its state.
-    """
-    from ccpo_lab.backends import backend_module
-    from ccpo_lab.runs.layout import load_run_config
-
-    run = load_run_config(rd)
-    worker = getattr(backend_module(run.backend.kind), "worker", None)
-    return dict(worker(run, rd, rank) or {}) if worker is not None else {"rank": rank}
-
-
 class RunJob(Checkpointable):
-    """Execute one run directory (the callable every executor runs); checkpointable."""
+    """Execute one run directory where its launcher placed it; checkpointable."""
 
-    def __init__(self, run_dir: str | Path) -> None:
+    def __init__(self, run_dir: str | Path, placement: PlacementFn = this_host) -> None:
         self.run_dir = str(Path(run_dir).resolve())
+        self.placement = placement
         self._requeueing = False
 
     def __call__(self) -> dict[str, Any]:
-        """Execute the run; resume from its checkpoint if it has one. Returns its summary."""
-        from ccpo_lab.runs.execute import execute_run
+        """Execute the run (task 0) or serve it (other tasks); resume from its checkpoint."""
+        from ccpo_lab.runs.execute import execute_run, serve_run
 
         self._requeueing = False
         rd = RunDir(Path(self.run_dir))
-        rank = _global_rank()
-        if rank:
-            return _worker(rd, rank)
+        where = getattr(self, "placement", this_host)()  # jobs pickled before placements
+        if where.is_worker:
+            return serve_run(self.run_dir, where)
         st = rd.read_state()
         if st.get("state") == "completed":
             return dict(st.get("summary") or {})
         if st.get("state") == "cancelled":
             return {"cancelled": True}
-        restarts = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
-        rd.write_state("running", started=_now(), restarts=restarts, host=socket.gethostname(),
-                       pid=os.getpid(), error=None, traceback=None)
+        rd.write_state("running", started=_now(), restarts=where.restarts,
+                       host=socket.gethostname(), pid=os.getpid(), error=None, traceback=None)
         try:
-            return execute_run(self.run_dir)
+            return execute_run(self.run_dir, where)
         except KeyboardInterrupt:
             _mark(rd, "cancelled", error="cancelled (SIGINT)", traceback=None)
             raise
@@ -107,41 +90,10 @@ class RunJob(Checkpointable):
         Nothing is held in memory: the restarted job resumes from the run's checkpoints.
         """
         self._requeueing = True
-        return DelayedSubmission(RunJob(self.run_dir))
+        return DelayedSubmission(RunJob(self.run_dir, getattr(self, "placement", this_host)))
 
     def __repr__(self) -> str:
         return f"RunJob({self.run_dir!r})"
-
-
-# ---------------------------------------------------------------- job.json
-def job_file(rd: RunDir) -> Path:
-    """``<run dir>/job.json``."""
-    return rd.path / JOB_FILE
-
-
-def read_job(rd: RunDir) -> dict[str, Any]:
-    """The current submission of ``rd`` ({} when never submitted)."""
-    return read_json_object(job_file(rd))
-
-
-def record_job(rd: RunDir, **fields: Any) -> dict[str, Any]:
-    """Record a new submission of ``rd``; the previous one moves to ``history``."""
-    old = read_job(rd)
-    history = list(old.pop("history", []))
-    if old:
-        history.append(old)
-    data = {"submitted": _now(), "host": socket.gethostname(), **fields,
-            "history": history[-20:]}
-    atomic_write_json(job_file(rd), data)
-    return data
-
-
-def update_job(rd: RunDir, **fields: Any) -> dict[str, Any]:
-    """Merge ``fields`` into the current submission record."""
-    data = read_job(rd)
-    data.update(fields)
-    atomic_write_json(job_file(rd), data)
-    return data
 
 
 def submitit_log_paths(folder: str | Path, job_id: str) -> dict[str, str]:

@@ -1,16 +1,16 @@
 """The ``local`` launcher: submitit's local executor on one machine, with a slot pool.
 
-Each run gets ``gpus_per_run`` GPUs as its own ``CUDA_VISIBLE_DEVICES`` slice (submitit's
-``visible_gpus`` / ``gpus_per_node``); concurrently running runs never share a slice, not
-even runs of two sweeps launched separately: a run starts only once it holds the
-machine-wide locks of its slice (:mod:`ccpo_lab.launch.gpulock`). With
-``gpus_per_run: 0`` the slots are CPU slots (``CUDA_VISIBLE_DEVICES`` empty). The machine's
-GPUs are ``$CCPO_LAB_NUM_GPUS`` (a count), else ``$CUDA_VISIBLE_DEVICES``, else the
-``nvidia-smi -L`` count, else none.
+Each run gets the GPUs its backend needs (``launcher.gpus_per_run`` may give a CPU run a
+slice too) as its own ``CUDA_VISIBLE_DEVICES`` slice (submitit's ``visible_gpus`` /
+``gpus_per_node``); concurrently running runs never share a slice, not even runs of two
+sweeps launched separately: a run starts only once it holds the machine-wide locks of its
+slice (:mod:`ccpo_lab.launch.gpulock`). Runs that need no GPU get CPU slots
+(``CUDA_VISIBLE_DEVICES`` empty). The machine's GPUs are ``$CCPO_LAB_NUM_GPUS`` (a count),
+else ``$CUDA_VISIBLE_DEVICES``, else the ``nvidia-smi -L`` count, else none.
 
 Without ``--wait`` the pool runs in a detached process (``python -m
-ccpo_lab.launch.local SWEEP_DIR QUEUE_FILE``) that survives the terminal; its queue file
-and log live in ``<sweep dir>/_jobs/``.
+ccpo_lab.launch.local QUEUE_FILE``) that survives the terminal; its queue file and log
+live in ``<sweep dir>/_jobs/``.
 """
 
 from __future__ import annotations
@@ -22,17 +22,44 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ccpo_lab.config.schema import LauncherConfig
+from ccpo_lab.config.launcher import LauncherSettings, Where
+from ccpo_lab.config.validate import check_range
 from ccpo_lab.config.yamlio import atomic_write_json
 from ccpo_lab.errors import UserError
+from ccpo_lab.launch.base import TERMINAL, Launcher, Monitor, Reconciled, Submission, parallel
 from ccpo_lab.launch.gpulock import GpuLock, try_lock
-from ccpo_lab.launch.manifest import JOBS_DIR
-from ccpo_lab.runs.layout import RunDir
+from ccpo_lab.placement import Needs, Placement, visible_gpus
+from ccpo_lab.runs.layout import RunDir, SweepDir
+
+if TYPE_CHECKING:
+    from ccpo_lab.launch.status import RunStatus
+
+
+@dataclass(frozen=True)
+class LocalSettings(LauncherSettings):
+    """``launcher.kind: local``: parallel runs on this machine, each on its own GPU slice."""
+
+    kind: str = field(default="local", init=False)
+    max_parallel: int = 1
+    """Runs at once (at most as many as the machine has slices)."""
+    gpus_per_run: int | None = None
+    """GPUs per run; default: what the run's backend needs (verl: ``nnodes x
+    n_gpus_per_node``; the CPU backend: none, CPU slots). A run that needs GPUs gets
+    exactly that many; one that needs none may be given a slice anyway."""
+
+    def validate(self, where: Where) -> None:
+        """``max_parallel >= 1``, ``gpus_per_run >= 0``."""
+        check_range(self.max_parallel, low=1, key="launcher.max_parallel",
+                    file=where("launcher.max_parallel"))
+        if self.gpus_per_run is not None:
+            check_range(self.gpus_per_run, low=0, key="launcher.gpus_per_run",
+                        file=where("launcher.gpus_per_run"))
+
 
 NUM_GPUS_ENV = "CCPO_LAB_NUM_GPUS"
 """Environment variable with the machine's GPU count (overrides detection)."""
@@ -64,18 +91,24 @@ def detect_gpus() -> list[int]:
     return []
 
 
-def gpu_slots(launcher: LauncherConfig, gpus: Sequence[int]) -> list[tuple[int, ...]]:
-    """Disjoint slots: ``gpus_per_run`` GPUs each (``()`` for CPU slots), at most
+def gpu_slots(settings: LocalSettings, gpus: Sequence[int],
+              needs: Needs = Needs()) -> list[tuple[int, ...]]:
+    """Disjoint slots of the GPUs per run (``()`` for CPU slots), at most
     ``max_parallel`` of them."""
-    g = launcher.gpus_per_run
+    g = per_run_gpus(settings, needs)
     if g == 0:
-        return [()] * launcher.max_parallel
+        return [()] * settings.max_parallel
     n = len(gpus) // g
     if n == 0:
         raise UserError(f"each run needs {g} GPU(s) but this machine has {len(gpus)} (set "
                         f"${NUM_GPUS_ENV} if detection is wrong)", key="launcher.gpus_per_run",
                         value=g, valid=f"0 (CPU slots) .. {len(gpus)}")
-    return [tuple(gpus[i * g:(i + 1) * g]) for i in range(n)][:launcher.max_parallel]
+    return [tuple(gpus[i * g:(i + 1) * g]) for i in range(n)][:settings.max_parallel]
+
+
+def per_run_gpus(settings: LocalSettings, needs: Needs) -> int:
+    """GPUs in each run's slice: ``gpus_per_run``, else what the backend needs."""
+    return needs.gpus if settings.gpus_per_run is None else settings.gpus_per_run
 
 
 @dataclass
@@ -85,6 +118,15 @@ class _Running:
     job: Any
     started: float
     lock: GpuLock
+
+
+@dataclass
+class _PoolState:
+    queue: list[tuple[str, Callable[[], Any], Path]]
+    free: list[int]
+    running: list[_Running] = field(default_factory=list)
+    jobs: dict[str, Any] = field(default_factory=dict)
+    said_waiting: bool = False
 
 
 class SlotPool:
@@ -113,7 +155,7 @@ class SlotPool:
             on_start: Callable[[str, Any, tuple[int, ...]], None] | None = None,
             on_end: Callable[[str, Any], None] | None = None,
             should_start: Callable[[str], bool] | None = None,
-            tick: Callable[[], None] | None = None) -> dict[str, Any]:
+            tick: Callable[[], object] | None = None) -> dict[str, Any]:
         """Run every ``(key, fn, folder)`` task; return ``{key: submitit job}``.
 
         ``should_start(key)`` is asked just before a task starts (False skips it);
@@ -122,58 +164,65 @@ class SlotPool:
         lock machine-wide (:func:`ccpo_lab.launch.gpulock.try_lock`); while another
         sweep holds them all, the queue waits.
         """
-        queue = list(tasks)
-        free = list(range(len(self.slots)))
-        running: list[_Running] = []
-        jobs: dict[str, Any] = {}
-        said_waiting = False
+        state = _PoolState(queue=list(tasks), free=list(range(len(self.slots))))
         try:
-            while (queue and not self._stop) or running:
-                while queue and free and not self._stop:
-                    got = next(((s, lk) for s in free
-                                if (lk := try_lock(self.slots[s])) is not None), None)
-                    if got is None:
-                        if not said_waiting:
-                            print(f"waiting: the GPUs of every free slot are held by another "
-                                  f"ccpo-lab sweep ({self.slots[free[0]]} ...)", flush=True)
-                            said_waiting = True
-                        break
-                    slot, lock = got
-                    key, fn, folder = queue.pop(0)
-                    if should_start is not None and not should_start(key):
-                        lock.release()
-                        continue
-                    free.remove(slot)
-                    try:
-                        job = self._start(folder, self.slots[slot], fn)
-                    except BaseException:
-                        lock.release()
-                        raise
-                    jobs[key] = job
-                    running.append(_Running(key, slot, job, time.time(), lock))
-                    if on_start is not None:
-                        on_start(key, job, self.slots[slot])
-                still = []
-                for r in running:
-                    if r.job.done():
-                        r.lock.release()
-                        free.append(r.slot)
-                        free.sort()
-                        if on_end is not None:
-                            on_end(r.key, r.job)
-                    else:
-                        still.append(r)
-                running = still
+            while (state.queue and not self._stop) or state.running:
+                self._fill(state, should_start, on_start)
+                self._reap(state, on_end)
                 if tick is not None:
                     tick()
-                if running or queue:
+                if state.running or state.queue:
                     time.sleep(self.poll_s)
         except BaseException:
-            for r in running:
+            for r in state.running:
                 r.job.cancel(check=False)
                 r.lock.release()
             raise
-        return jobs
+        return state.jobs
+
+    def _fill(self, st: _PoolState, should_start: Callable[[str], bool] | None,
+              on_start: Callable[[str, Any, tuple[int, ...]], None] | None) -> None:
+        """Start queued tasks on the free slots whose GPUs lock (or say once that the
+        queue waits for another sweep)."""
+        while st.queue and st.free and not self._stop:
+            got = next(((s, lk) for s in st.free
+                        if (lk := try_lock(self.slots[s])) is not None), None)
+            if got is None:
+                if not st.said_waiting:
+                    print(f"waiting: the GPUs of every free slot are held by another "
+                          f"ccpo-lab sweep ({self.slots[st.free[0]]} ...)", flush=True)
+                    st.said_waiting = True
+                return
+            slot, lock = got
+            key, fn, folder = st.queue.pop(0)
+            if should_start is not None and not should_start(key):
+                lock.release()
+                continue
+            st.free.remove(slot)
+            try:
+                job = self._start(folder, self.slots[slot], fn)
+            except BaseException:
+                lock.release()
+                raise
+            st.jobs[key] = job
+            st.running.append(_Running(key, slot, job, time.time(), lock))
+            if on_start is not None:
+                on_start(key, job, self.slots[slot])
+
+    @staticmethod
+    def _reap(st: _PoolState, on_end: Callable[[str, Any], None] | None) -> None:
+        """Free the slots (and GPU locks) of finished tasks."""
+        still = []
+        for r in st.running:
+            if r.job.done():
+                r.lock.release()
+                st.free.append(r.slot)
+                st.free.sort()
+                if on_end is not None:
+                    on_end(r.key, r.job)
+            else:
+                still.append(r)
+        st.running = still
 
 
 def _cmdline_has(pid: Any, needle: bytes) -> bool:
@@ -211,19 +260,20 @@ def _should_start(key: str) -> bool:
 
 
 def run_queue(run_dirs: Sequence[str], slots: Sequence[tuple[int, ...]],
-              pool_pid: int | None = None, tick: Callable[[], None] | None = None,
+              pool_pid: int | None = None, tick: Callable[[], object] | None = None,
               pool: SlotPool | None = None) -> dict[str, Any]:
     """Run the run directories through a slot pool, recording ``job.json`` for each."""
-    from ccpo_lab.launch.job import RunJob, submitit_log_paths, update_job
+    from ccpo_lab.launch.job import RunJob, submitit_log_paths
 
     def on_start(key: str, job: Any, slot: tuple[int, ...]) -> None:
         rd = RunDir(Path(key))
-        update_job(rd, job_id=job.job_id, pid=int(job.job_id), pool_pid=pool_pid,
-                   gpus=",".join(map(str, slot)), started=time.time(),
-                   **submitit_log_paths(rd.logs / "%j", job.job_id))
+        rd.update_job(job_id=job.job_id, pid=int(job.job_id), pool_pid=pool_pid,
+                      gpus=",".join(map(str, slot)), started=time.time(),
+                      **submitit_log_paths(rd.logs / "%j", job.job_id))
 
     pool = pool or SlotPool(slots)
-    tasks = [(str(d), RunJob(d), RunDir(Path(d)).logs / "%j") for d in run_dirs]
+    tasks = [(str(d), RunJob(d, placement_here), RunDir(Path(d)).logs / "%j")
+             for d in run_dirs]
     return pool.run(tasks, on_start=on_start, should_start=_should_start, tick=tick)
 
 
@@ -233,7 +283,7 @@ def spawn_pool(sweep_dir: Path, run_dirs: Sequence[str], slots: Sequence[tuple[i
 
     ``before_start(queue_file)`` runs after the queue file is written, before the pool starts.
     """
-    jobs_dir = Path(sweep_dir).resolve() / JOBS_DIR
+    jobs_dir = SweepDir(Path(sweep_dir).resolve()).jobs
     jobs_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
     queue = jobs_dir / f"local-pool-{stamp}.json"
@@ -257,15 +307,146 @@ def queue_pid(queue_file: Any) -> int | None:
         return None
 
 
+def placement_here() -> Placement:
+    """Inside a job of submitit's local executor: this machine, its task and GPU slice."""
+    from submitit.local.local import LocalJobEnvironment
+
+    env = LocalJobEnvironment()
+    return Placement(hosts=tuple(env.hostnames), rank=env.global_rank, ntasks=env.num_tasks,
+                     gpus=visible_gpus(), job_id=os.environ.get("SUBMITIT_LOCAL_JOB_ID"))
+
+
+class LocalLauncher(Launcher):
+    """A slot pool on this machine (see the module docstring)."""
+
+    kind = "local"
+    settings_class = LocalSettings
+    poll_s = 1.0
+
+    @property
+    def local(self) -> LocalSettings:
+        """The settings, typed."""
+        assert isinstance(self.settings, LocalSettings)
+        return self.settings
+
+    def check(self) -> None:
+        """One node; a run that needs GPUs gets exactly what it needs."""
+        super().check()
+        given, need = self.local.gpus_per_run, self.needs.gpus
+        if given is not None and need and given != need:
+            raise UserError(f"launcher.gpus_per_run ({given}) must equal the {need} GPUs a "
+                            "run needs (its backend states them), or be left out",
+                            key="launcher.gpus_per_run", value=given, valid=[need])
+
+    def slots(self) -> list[tuple[int, ...]]:
+        """The pool's slots on this machine (:class:`UserError` if it lacks the GPUs)."""
+        return gpu_slots(self.local, detect_gpus(), self.needs)
+
+    def prepare(self) -> None:
+        """This machine has the GPUs of at least one slot."""
+        self.slots()
+
+    def placement(self) -> Placement:
+        """One task on this machine; its slice is known when it starts."""
+        return Placement()
+
+    def resources(self) -> str:
+        """``2 GPU, 4 at once`` / ``1 CPU slot, 2 at once``."""
+        g = per_run_gpus(self.local, self.needs)
+        return f"{f'{g} GPU' if g else '1 CPU slot'}, {self.local.max_parallel} at once"
+
+    def parallel_runs(self) -> int:
+        """``max_parallel``."""
+        return self.local.max_parallel
+
+    def machine_checks(self) -> list[tuple[str, str, str]]:
+        """This machine's slots for the sweep."""
+        try:
+            slots = self.slots()
+        except UserError as e:
+            return [("local launcher", "FIX", str(e))]
+        return [("local launcher", "ok", f"{len(slots)} slot(s): {_slot_text(slots)}")]
+
+    def submit(self, runs: Sequence[RunDir], *, wait: bool) -> Submission:
+        """With ``wait``: a pool in this process (:meth:`wait`); else a detached pool."""
+        slots = self.slots()
+        dirs = [str(rd.path.resolve()) for rd in runs]
+        text = _slot_text(slots)
+        record: dict[str, Any] = {"slots": [list(s) for s in slots]}
+        if wait:
+            parallel(lambda rd: rd.record_job(launcher=self.kind, pool_pid=os.getpid()), runs)
+            return Submission(runs=tuple(runs), record={"pool_pid": os.getpid(), **record},
+                              message=f"running {len(runs)} runs on {len(slots)} slots "
+                                      f"({text})", handle=(dirs, slots))
+        # job.json names the queue before the pool starts, so the pool's updates come after.
+        pid, queue, log = spawn_pool(self.sweep.path, dirs, slots, before_start=lambda q: (
+            parallel(lambda rd: rd.record_job(launcher=self.kind, pool_queue=str(q)), runs)))
+        return Submission(runs=tuple(runs), detached=True,
+                          record={"pool_pid": pid, "queue": str(queue), **record},
+                          message=f"started a local pool (pid {pid}) for {len(runs)} runs on "
+                                  f"{len(slots)} slots ({text}); pool log: {log}")
+
+    def wait(self, submission: Submission, monitor: Monitor) -> None:
+        """Run the pool here (a live table at a terminal)."""
+        dirs, slots = submission.handle
+        monitor.start()
+        try:
+            run_queue(dirs, slots, pool_pid=os.getpid(),
+                      tick=monitor.refresh if monitor.is_live() else None)
+        finally:
+            monitor.stop()
+
+    @classmethod
+    def detect(cls) -> Placement | None:
+        """Inside a job of submitit's local executor."""
+        return placement_here() if os.environ.get("SUBMITIT_EXECUTOR") == "local" else None
+
+    @classmethod
+    def reconcile(cls, file_state: str, job: Mapping[str, Any], sched: str | None,
+                  state: Mapping[str, Any]) -> Reconciled:
+        """From the liveness of the run's controller process and of its pool."""
+        if file_state in TERMINAL:
+            return Reconciled(file_state)
+        if job.get("pid") is not None and controller_alive(job["pid"]):
+            return Reconciled("running" if file_state != "requeued" else "requeued", "", True)
+        pool = job.get("pool_pid") or queue_pid(job.get("pool_queue"))
+        if job.get("pid") is None and pool is not None and pool_alive(pool):
+            return Reconciled("pending", "", True)
+        if file_state == "pending":
+            return Reconciled("pending", "not running: relaunch to resubmit")
+        return Reconciled("failed", "process gone without recording an outcome")
+
+    @classmethod
+    def cancel(cls, rows: Sequence[RunStatus]) -> tuple[list[tuple[RunStatus, str]], list[str]]:
+        """SIGINT a running run's controller (it records ``cancelled``); a queued run is
+        dequeued (its pool skips a cancelled run)."""
+        out = []
+        for r in rows:
+            how = "marked cancelled"
+            if r.live:
+                pid = r.job_id if r.state != "pending" else None
+                how = f"SIGINT controller {pid}" if pid and stop_controller(pid) else "dequeued"
+            out.append((r, how))
+        return out, []
+
+
+def _slot_text(slots: Sequence[tuple[int, ...]]) -> str:
+    return ", ".join(",".join(map(str, s)) or "cpu" for s in slots)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry of the detached pool: ``python -m ccpo_lab.launch.local QUEUE_FILE``."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print("usage: python -m ccpo_lab.launch.local QUEUE_FILE", file=sys.stderr)
         return 2
+    # run as ``-m``, this module is ``__main__``: use the importable one, so that what the
+    # pool pickles for its jobs (RunJob's placement function) is found by reference there
+    from ccpo_lab.launch import local as this
+
     spec = json.loads(Path(args[0]).read_text(encoding="utf-8"))
     slots = [tuple(s) for s in spec["slots"]]
-    pool = SlotPool(slots)
+    pool = this.SlotPool(slots)
 
     def on_term(signum: int, _frame: Any) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
@@ -275,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"pool {os.getpid()}: {len(spec['runs'])} runs on {len(slots)} slots {slots}",
           flush=True)
     try:
-        jobs = run_queue(spec["runs"], slots, pool_pid=os.getpid(), pool=pool)
+        jobs = this.run_queue(spec["runs"], slots, pool_pid=os.getpid(), pool=pool)
     except KeyboardInterrupt:
         print(f"pool {os.getpid()}: stopped", flush=True)
         return 130

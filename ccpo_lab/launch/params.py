@@ -1,4 +1,5 @@
-"""Slurm submission parameters: from a :class:`LauncherConfig` to submitit's, validated.
+"""Slurm submission parameters: from :class:`~ccpo_lab.launch.slurm.SlurmSettings` and a
+run's :class:`~ccpo_lab.placement.Needs` to submitit's, validated.
 
 Everything is checked before anything is submitted. A bad key is a :class:`UserError`
 listing the valid ones; a string with a control character (a newline could end an
@@ -16,10 +17,13 @@ import shutil
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ccpo_lab.config.schema import LauncherConfig
 from ccpo_lab.errors import UserError
+from ccpo_lab.placement import Needs
+
+if TYPE_CHECKING:
+    from ccpo_lab.launch.slurm import SlurmSettings
 
 MAX_ARRAY_ENV = "CCPO_LAB_MAX_ARRAY_SIZE"
 """Environment variable capping the size of one job array below the cluster's."""
@@ -30,14 +34,14 @@ OWNED = {
     "account": "launcher.account",
     "qos": "launcher.qos",
     "time": "launcher.time_min",
-    "nodes": "launcher.nodes",
-    "gpus_per_node": "launcher.gpus_per_node",
+    "nodes": "the backend (a run's nodes: backend.verl.nnodes)",
+    "gpus_per_node": "the backend (backend.verl.n_gpus_per_node)",
     "cpus_per_task": "launcher.cpus_per_task",
     "mem": "launcher.mem_gb",
     "constraint": "launcher.constraint",
     "array_parallelism": "launcher.array_parallelism",
     "setup": "launcher.setup",
-    "num_gpus": "launcher.gpus_per_node",
+    "num_gpus": "the backend (backend.verl.n_gpus_per_node)",
 }
 """submitit parameters set from first-class launcher fields (not allowed in sbatch_extra)."""
 
@@ -127,34 +131,45 @@ def signal_delay_s(time_min: int) -> int:
     return max(10, min(90, time_min * 60 // 4))
 
 
-def slurm_parameters(launcher: LauncherConfig, job_name: str) -> dict[str, Any]:
-    """submitit ``SlurmExecutor`` parameters for ``launcher``, validated (no cluster needed).
+def check_settings(settings: SlurmSettings) -> None:
+    """The checks that need no run and no cluster: text fields, ``setup`` and
+    ``sbatch_extra`` (validated against submitit's own list of parameters)."""
+    for key in ("partition", "account", "qos", "constraint"):
+        check_text(getattr(settings, key), f"launcher.{key}")
+    if settings.setup:
+        _check_lines(settings.setup, "launcher.setup")
+    _check_extra(settings.sbatch_extra)
+
+
+def slurm_parameters(settings: SlurmSettings, job_name: str,
+                     needs: Needs = Needs()) -> dict[str, Any]:
+    """submitit ``SlurmExecutor`` parameters for ``settings`` and a run that ``needs``
+    nodes, GPUs per node and CPUs (what its backend states), validated (no cluster needed).
 
     Raises :class:`UserError` naming the key and listing the valid ones.
     """
     from submitit.slurm.slurm import _make_sbatch_string
 
-    for key in ("partition", "account", "qos", "constraint"):
-        check_text(getattr(launcher, key), f"launcher.{key}")
+    check_settings(settings)
     check_text(job_name, "name")
     params: dict[str, Any] = {
         "job_name": job_name,
-        "time": launcher.time_min,
-        "nodes": launcher.nodes,
-        "cpus_per_task": launcher.cpus_per_task,
-        "array_parallelism": launcher.array_parallelism,
-        "signal_delay_s": signal_delay_s(launcher.time_min),
+        "time": settings.time_min,
+        "nodes": needs.nodes,
+        "cpus_per_task": settings.cpus_per_task or max(needs.cpus or 1, 1),
+        "array_parallelism": settings.array_parallelism,
+        "signal_delay_s": signal_delay_s(settings.time_min),
     }
     for key in ("partition", "account", "qos", "constraint"):
-        if getattr(launcher, key):
-            params[key] = getattr(launcher, key)
-    if launcher.gpus_per_node:
-        params["gpus_per_node"] = launcher.gpus_per_node
-    if launcher.mem_gb:
-        params["mem"] = f"{launcher.mem_gb}GB"
-    if launcher.setup:
-        params["setup"] = _check_lines(launcher.setup, "launcher.setup")
-    params.update(_check_extra(launcher.sbatch_extra))
+        if getattr(settings, key):
+            params[key] = getattr(settings, key)
+    if needs.gpus_per_node:
+        params["gpus_per_node"] = needs.gpus_per_node
+    if settings.mem_gb:
+        params["mem"] = f"{settings.mem_gb}GB"
+    if settings.setup:
+        params["setup"] = list(settings.setup)
+    params.update(_check_extra(settings.sbatch_extra))
     try:
         _make_sbatch_string(command="true", folder="/nonexistent/%j", **params)
     except (TypeError, ValueError) as e:
@@ -196,16 +211,16 @@ def cluster_partitions() -> list[str]:
     return default + [p for p in names if not p.endswith("*")]
 
 
-def check_cluster(launcher: LauncherConfig) -> None:
+def check_cluster(settings: SlurmSettings) -> None:
     """Checks against the live cluster: Slurm reachable, the partition exists."""
     require_slurm()
     parts = cluster_partitions()
     if not parts:
         raise UserError("the Slurm controller does not answer (`sinfo` failed); is the "
                         "cluster up? (`make slurm-up` for the local one)")
-    if launcher.partition and launcher.partition not in parts:
+    if settings.partition and settings.partition not in parts:
         raise UserError("unknown partition", key="launcher.partition",
-                        value=launcher.partition, valid=parts)
+                        value=settings.partition, valid=parts)
 
 
 def max_array_size() -> int:

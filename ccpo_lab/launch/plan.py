@@ -1,13 +1,16 @@
-"""The plan of a sweep: which run goes where, and what would be executed. Writes nothing."""
+"""The plan of a sweep: which run goes where, what it needs, who launches it. Writes nothing."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from ccpo_lab.config.schema import LauncherConfig, RunConfig
+from ccpo_lab.config.schema import RunConfig
 from ccpo_lab.config.sweep import Sweep
 from ccpo_lab.errors import RunConflictError, UserError
+from ccpo_lab.launch.base import Launcher
+from ccpo_lab.launch.registry import make_launcher
+from ccpo_lab.placement import Needs
 from ccpo_lab.runs.layout import RunDir, resolve_run_dir
 
 
@@ -25,10 +28,30 @@ class PlannedRun:
     """The refusal message with its diff, when ``status`` is ``conflict``."""
 
 
+def sweep_needs(sweep: Sweep) -> Needs:
+    """What each run of ``sweep`` needs (its backend says; one value per sweep, since a
+    sweep's runs share one job array and one GPU layout)."""
+    from ccpo_lab.backends import needs
+
+    found = {needs(run): f"{run.arm} seed {run.seed}" for run in sweep.runs}
+    if len(found) > 1:
+        (a, who_a), (b, who_b) = list(found.items())[:2]
+        raise UserError(f"the runs of a sweep must need the same resources: {who_a} needs "
+                        f"{a.describe()}, {who_b} {b.describe()}", file=sweep.source)
+    return next(iter(found))
+
+
+def launcher_for(sweep: Sweep, results: str | Path) -> Launcher:
+    """The sweep's launcher object, for its results directory and its runs' needs."""
+    return make_launcher(sweep.config.launcher, sweep.sweep_dir(results), name=sweep.name,
+                         needs=sweep_needs(sweep))
+
+
 def plan_sweep(sweep: Sweep, results: str | Path, *, new_run: bool = False) -> list[PlannedRun]:
     """Every run of ``sweep`` with its directory and status, after the backends' checks
     over the whole sweep (:func:`ccpo_lab.backends.check_sweep`: a verl sweep's GPU layout,
-    before any job is submitted)."""
+    before any job is submitted) and the launcher's (:meth:`Launcher.check
+    <ccpo_lab.launch.base.Launcher.check>`: can it give each run what it needs?)."""
     from ccpo_lab.backends import check_sweep
 
     sweep_dir = sweep.sweep_dir(results)
@@ -42,22 +65,8 @@ def plan_sweep(sweep: Sweep, results: str | Path, *, new_run: bool = False) -> l
         out.append(PlannedRun(run, rd, "exists" if rd.exists() else "new"))
     try:
         check_sweep([p.run for p in out], [p.run_dir for p in out])
+        launcher_for(sweep, results).check()
     except UserError as e:
         e.file = e.file or sweep.source
         raise
     return out
-
-
-def resources(launcher: LauncherConfig) -> str:
-    """One-line description of what each run asks for."""
-    if launcher.kind == "inline":
-        return "this process"
-    if launcher.kind == "local":
-        slot = f"{launcher.gpus_per_run} GPU" if launcher.gpus_per_run else "1 CPU slot"
-        return f"{slot}, {launcher.max_parallel} at once"
-    parts = [f"partition={launcher.partition or '(default)'}", f"nodes={launcher.nodes}",
-             f"gpus/node={launcher.gpus_per_node}", f"cpus={launcher.cpus_per_task}",
-             f"time={launcher.time_min}m"]
-    if launcher.mem_gb:
-        parts.append(f"mem={launcher.mem_gb}G")
-    return " ".join(parts)

@@ -9,23 +9,29 @@ and never wait for a job.
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from ccpo_lab.config.sweep import Sweep
+from ccpo_lab.config.launcher import LauncherSettings, Where
+from ccpo_lab.config.validate import check_range
 from ccpo_lab.errors import UserError
-from ccpo_lab.launch.job import RunJob, record_job, submitit_log_paths
-from ccpo_lab.launch.manifest import JOBS_DIR
+from ccpo_lab.launch.base import TERMINAL, Launcher, Reconciled, Submission, parallel
 from ccpo_lab.launch.params import (
     check_cluster,
+    check_settings,
     chunks,
     max_array_size,
     slurm_parameters,
 )
+from ccpo_lab.placement import Placement, visible_gpus
 from ccpo_lab.runs.layout import RunDir
+
+if TYPE_CHECKING:
+    from ccpo_lab.launch.status import RunStatus
 
 QUERY_TIMEOUT_S = 5.0
 """Seconds a status query may take before it is abandoned."""
@@ -34,6 +40,76 @@ ACTIVE = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPEN
           "RESIZING", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SIGNALING",
           "STAGE_OUT", "STOPPED"}
 """Slurm job states in which a job still holds (or waits for) resources."""
+FAILED = {"FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
+          "PREEMPTED", "REVOKED"}
+"""Slurm job states of a job that ended badly."""
+_RESOURCES_FROM_BACKEND = "a run's nodes and GPUs come from its backend ({}), stated once"
+
+
+@dataclass(frozen=True)
+class SlurmSettings(LauncherSettings):
+    """``launcher.kind: slurm``: one job array per sweep. Nodes and GPUs per node are
+    what the run's backend needs (``backend.verl.nnodes``, ``n_gpus_per_node``)."""
+
+    kind: str = field(default="slurm", init=False)
+    partition: str | None = None
+    """Partition (``--partition``); default: the cluster's."""
+    account: str | None = None
+    """Account (``--account``)."""
+    qos: str | None = None
+    """Quality of service (``--qos``)."""
+    time_min: int = 60
+    """Time limit per job in minutes; requeued on timeout."""
+    cpus_per_task: int | None = None
+    """CPUs per task (one task per node); default: what the backend needs, at least 1."""
+    mem_gb: int | None = None
+    """Memory per node in GB."""
+    constraint: str | None = None
+    """Node feature constraint."""
+    array_parallelism: int = 16
+    """Array tasks running at once."""
+    max_num_timeout: int = 3
+    """Requeues after timeout or preemption before giving up."""
+    sbatch_extra: dict[str, Any] = field(default_factory=dict)
+    """Further sbatch parameters (validated against submitit's list)."""
+    setup: list[str] = field(default_factory=list)
+    """Shell lines run before the job (module loads, conda activate)."""
+
+    moved: ClassVar[Mapping[str, str]] = {
+        "nodes": _RESOURCES_FROM_BACKEND.format("backend.verl.nnodes"),
+        "gpus_per_node": _RESOURCES_FROM_BACKEND.format("backend.verl.n_gpus_per_node"),
+    }
+
+    def validate(self, where: Where) -> None:
+        """Ranges, then the text and ``sbatch_extra`` checks (no cluster is asked)."""
+        for key in ("time_min", "array_parallelism"):
+            check_range(getattr(self, key), low=1, key=f"launcher.{key}",
+                        file=where(f"launcher.{key}"))
+        check_range(self.max_num_timeout, low=0, key="launcher.max_num_timeout",
+                    file=where("launcher.max_num_timeout"))
+        for key in ("cpus_per_task", "mem_gb"):
+            if getattr(self, key) is not None:
+                check_range(getattr(self, key), low=1, key=f"launcher.{key}",
+                            file=where(f"launcher.{key}"))
+        try:
+            check_settings(self)
+        except UserError as e:
+            e.file = e.file or where(e.key or "launcher")
+            raise
+
+
+def placement_here() -> Placement:
+    """Inside a Slurm job: the allocation's hosts, this task's rank, the task count, the
+    GPU slice, the CPUs per task and the requeue count (submitit's ``JobEnvironment``)."""
+    from submitit.slurm.slurm import SlurmJobEnvironment
+
+    env = SlurmJobEnvironment()
+    cpus = os.environ.get("SLURM_CPUS_PER_TASK", "")
+    restarts = os.environ.get("SLURM_RESTART_COUNT", "")
+    return Placement(hosts=tuple(env.hostnames), rank=env.global_rank, ntasks=env.num_tasks,
+                     gpus=visible_gpus(), cpus=int(cpus) if cpus.isdigit() else None,
+                     job_id=env.job_id if os.environ.get("SLURM_JOB_ID") else None,
+                     restarts=int(restarts) if restarts.isdigit() else 0)
 
 
 @dataclass(frozen=True)
@@ -46,30 +122,96 @@ class SlurmSubmission:
     """Run directories, in array-index order."""
 
 
-class SlurmLauncher:
-    """Submit run directories as Slurm job arrays; everything is validated on construction."""
+class SlurmLauncher(Launcher):
+    """Submit run directories as Slurm job arrays (see the module docstring)."""
 
-    def __init__(self, sw: Sweep, sweep_dir: Path) -> None:
-        self.launcher = sw.config.launcher
-        self.params = slurm_parameters(self.launcher, job_name=f"ccpo-{sw.name}")
-        check_cluster(self.launcher)
-        self.max_array = max_array_size()
-        self.folder = Path(sweep_dir).resolve() / JOBS_DIR / "%j"
+    kind = "slurm"
+    settings_class = SlurmSettings
+    max_nodes = None
+    scheduled = True
 
-    def submit(self, targets: Sequence[RunDir]) -> list[SlurmSubmission]:
+    @property
+    def slurm(self) -> SlurmSettings:
+        """The settings, typed."""
+        assert isinstance(self.settings, SlurmSettings)
+        return self.settings
+
+    @property
+    def folder(self) -> Any:
+        """submitit's folder of the sweep's arrays: ``<sweep>/_jobs/%j``."""
+        return self.sweep.jobs.resolve() / "%j"
+
+    def parameters(self) -> dict[str, Any]:
+        """submitit ``SlurmExecutor`` parameters, validated (no cluster needed)."""
+        return slurm_parameters(self.slurm, job_name=f"ccpo-{self.name}", needs=self.needs)
+
+    def check(self) -> None:
+        """The sbatch parameters are valid."""
+        super().check()
+        self.parameters()
+
+    def prepare(self) -> None:
+        """Slurm answers and knows the partition."""
+        check_cluster(self.slurm)
+
+    def placement(self) -> Placement:
+        """One task per node; the CPUs per task the job asks for."""
+        return Placement(ntasks=self.needs.nodes, cpus=self.parameters()["cpus_per_task"])
+
+    def resources(self) -> str:
+        """``partition=gpu nodes=1 gpus/node=8 cpus=64 time=2880m mem=900G``."""
+        s, n = self.slurm, self.needs
+        parts = [f"partition={s.partition or '(default)'}", f"nodes={n.nodes}",
+                 f"gpus/node={n.gpus_per_node}",
+                 f"cpus={self.parameters()['cpus_per_task']}", f"time={s.time_min}m"]
+        if s.mem_gb:
+            parts.append(f"mem={s.mem_gb}G")
+        return " ".join(parts)
+
+    def parallel_runs(self) -> int:
+        """``array_parallelism``."""
+        return self.slurm.array_parallelism
+
+    def machine_checks(self) -> list[tuple[str, str, str]]:
+        """``sinfo`` answers here and lists the sweep's partition."""
+        if shutil.which("sinfo") is None:
+            return [("Slurm", "FIX", "sinfo not found: run doctor on a Slurm login node")]
+        try:
+            r = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True,
+                               timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            r = None
+        if r is None or r.returncode != 0:
+            return [("Slurm", "FIX", "sinfo failed: " + (r.stderr.strip()[:200] if r else
+                                                          "timed out"))]
+        parts = [p.rstrip("*") for p in r.stdout.split()]
+        if self.slurm.partition and self.slurm.partition not in parts:
+            return [("Slurm", "FIX", f"partition {self.slurm.partition!r} not in {parts}")]
+        return [("Slurm", "ok", f"partitions {', '.join(parts) or '(none)'}")]
+
+    def submit(self, runs: Sequence[RunDir], *, wait: bool) -> Submission:
+        """One array per ``MaxArraySize`` chunk; record each run's ``job.json``."""
+        subs = self.submit_arrays(runs)
+        ids = ", ".join(f"{s.job_id} ({len(s.runs)} runs)" for s in subs)
+        return Submission(runs=tuple(runs), job_ids=tuple(s.job_id for s in subs),
+                          detached=True,
+                          message=f"submitted {len(runs)} runs as {len(subs)} Slurm job "
+                                  f"arr{'ays' if len(subs) > 1 else 'ay'}: {ids}")
+
+    def submit_arrays(self, targets: Sequence[RunDir]) -> list[SlurmSubmission]:
         """Submit ``targets`` (one array per ``MaxArraySize`` chunk); record ``job.json``."""
         from submitit import SlurmExecutor
         from submitit.core.utils import FailedJobError
 
-        from ccpo_lab.launch.submit import parallel
+        from ccpo_lab.launch.job import RunJob, submitit_log_paths
 
-        ex = SlurmExecutor(folder=self.folder, max_num_timeout=self.launcher.max_num_timeout)
-        ex.update_parameters(**self.params)
+        ex = SlurmExecutor(folder=self.folder, max_num_timeout=self.slurm.max_num_timeout)
+        ex.update_parameters(**self.parameters())
         out: list[SlurmSubmission] = []
-        for chunk in chunks(list(targets), self.max_array):
+        for chunk in chunks(list(targets), max_array_size()):
             try:
                 with ex.batch():
-                    jobs = [ex.submit(RunJob(rd.path)) for rd in chunk]
+                    jobs = [ex.submit(RunJob(rd.path, placement_here)) for rd in chunk]
             except (FailedJobError, OSError) as e:
                 done = sum(len(s.runs) for s in out)
                 msg = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
@@ -81,13 +223,63 @@ class SlurmLauncher:
             def record(item: tuple[int, tuple[RunDir, Any]], n: int = len(chunk),
                        array_id: str = array_id) -> None:
                 i, (rd, job) = item
-                record_job(rd, launcher="slurm", job_id=job.job_id, array_job_id=array_id,
-                           array_index=i if n > 1 else None,
-                           **submitit_log_paths(self.folder, job.job_id))
+                rd.record_job(launcher=self.kind, job_id=job.job_id, array_job_id=array_id,
+                              array_index=i if n > 1 else None,
+                              **submitit_log_paths(self.folder, job.job_id))
 
             parallel(record, list(enumerate(zip(chunk, jobs, strict=True))))
             out.append(SlurmSubmission(array_id, tuple(str(rd.path) for rd in chunk)))
         return out
+
+    @classmethod
+    def detect(cls) -> Placement | None:
+        """Inside a Slurm allocation (``SLURM_JOB_ID`` is set)."""
+        return placement_here() if os.environ.get("SLURM_JOB_ID") else None
+
+    @classmethod
+    def query(cls, jobs: Sequence[Mapping[str, Any]]) -> dict[str, str] | None:
+        """One ``sacct`` (``squeue``) call for every job id."""
+        ids = [str(j["job_id"]) for j in jobs if j.get("job_id")]
+        if not ids:
+            return {}
+        states = query_states(ids)
+        return None if states is None else {k: v.get("State", "UNKNOWN")
+                                            for k, v in states.items()}
+
+    @classmethod
+    def reconcile(cls, file_state: str, job: Mapping[str, Any], sched: str | None,
+                  state: Mapping[str, Any]) -> Reconciled:
+        """Slurm's view wins where the run could not record what happened to it."""
+        if file_state in TERMINAL:
+            return Reconciled(file_state, "", sched in ("PENDING", "RUNNING"))
+        if sched is None:
+            return Reconciled(file_state, "scheduler state unknown", True)
+        if sched == "RUNNING":
+            return Reconciled("running", "", True)
+        if sched in ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"):
+            requeued = file_state in ("running", "requeued") or sched != "PENDING"
+            return Reconciled("requeued" if requeued else "pending", "", True)
+        if sched == "CANCELLED":
+            return Reconciled("cancelled", "cancelled in Slurm")
+        if sched in FAILED:
+            return Reconciled("failed", f"Slurm: {sched}")
+        if sched == "COMPLETED":
+            return Reconciled("failed", "job ended without the run recording an outcome")
+        if sched == "UNKNOWN":
+            return Reconciled(file_state, "not yet known to Slurm", True)
+        return Reconciled(file_state, f"Slurm: {sched}", True)
+
+    @classmethod
+    def cancel(cls, rows: Sequence[RunStatus]) -> tuple[list[tuple[RunStatus, str]], list[str]]:
+        """One ``scancel`` for every queued or running job."""
+        live = [r for r in rows if r.live and r.job_id]
+        problems = []
+        if live:
+            ok, msg = cancel_jobs([str(r.job_id) for r in live])
+            if not ok:
+                problems.append(f"scancel failed: {msg}")
+        return [(r, f"scancel {r.job_id}" if r in live else "marked cancelled")
+                for r in rows], problems
 
 
 # ---------------------------------------------------------------- queries
@@ -108,7 +300,7 @@ def _expand(job_id: str) -> list[str]:
         parts = read_job_id(job_id)
     except (ValueError, IndexError):
         return [job_id]
-    out = []
+    out: list[str] = []
     for p in parts:
         if len(p) >= 3:
             out.extend(f"{p[0]}_{i}" for i in range(int(p[1]), int(p[2]) + 1))
@@ -166,8 +358,3 @@ def cancel_jobs(job_ids: Sequence[str]) -> tuple[bool, str]:
     except (OSError, subprocess.TimeoutExpired) as e:
         return False, str(e)
     return r.returncode == 0, (r.stderr or r.stdout).strip()
-
-
-def job_info(record: dict[str, Any]) -> str:
-    """Short description of a Slurm job record for messages."""
-    return f"slurm job {record.get('job_id')}"

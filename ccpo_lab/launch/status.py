@@ -1,30 +1,26 @@
 """The state of every run of a sweep, from its files and one short scheduler query.
 
 A run's ``state.json`` says what the run itself last recorded; the launcher's ``job.json``
-says where it was submitted. Both are reconciled with the scheduler (``sacct``/``squeue``
-for Slurm, process liveness for ``local``/``inline``): a job the scheduler cancelled, or a
-process that vanished, shows as such even though the run could not record it. Nothing here
-waits for a job.
+says where it was submitted. Both are reconciled by the run's launcher (found by the kind
+its ``job.json`` names) with what it sees: one short scheduler query per launcher kind
+(``sacct``/``squeue`` for Slurm), process liveness for ``local``/``inline``. A job the
+scheduler cancelled, or a process that vanished, shows as such even though the run could
+not record it. Everything comes from the sweep directory; nothing here waits for a job.
 """
 
 from __future__ import annotations
 
-import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ccpo_lab.launch.job import read_job
-from ccpo_lab.launch.manifest import sweep_runs
-from ccpo_lab.runs.layout import RunDir
+from ccpo_lab.launch.base import TERMINAL, Launcher
+from ccpo_lab.launch.registry import LAUNCHERS
+from ccpo_lab.runs.layout import RunDir, SweepDir
 
-TERMINAL = ("completed", "failed", "cancelled")
-"""Display states after which nothing more happens without a relaunch."""
 VAL_METRIC = "val/success_rate"
-
-_SLURM_FAILED = {"FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
-                 "PREEMPTED", "REVOKED"}
 
 
 @dataclass(frozen=True)
@@ -99,97 +95,61 @@ def _metrics_tail(rd: RunDir) -> tuple[int, float | None, str]:
     return step, val, ""
 
 
-def _process_alive(pid: Any, host: Any) -> bool | None:
-    """True/False for a pid on this host; None when it ran on another host."""
-    if host and host != socket.gethostname():
-        return None
-    try:
-        return Path(f"/proc/{int(pid)}").exists()
-    except (TypeError, ValueError):
-        return False
+def tracker(kind: Any) -> type[Launcher]:
+    """The launcher class of a ``job.json``'s kind (the base class, whose trackers know no
+    scheduler, when none or unknown)."""
+    if isinstance(kind, str) and kind in LAUNCHERS:
+        return LAUNCHERS[kind]
+    return Launcher
 
 
-def _reconcile(file_state: str, job: dict[str, Any], sched: str | None,
-               state: dict[str, Any]) -> tuple[str, str, bool]:
-    """(display state, note, live) from the run's own state and the scheduler's view."""
-    from ccpo_lab.launch.local import controller_alive, pool_alive, queue_pid
-
-    launcher = job.get("launcher")
-    if file_state in ("completed", "failed", "cancelled"):
-        live = launcher == "slurm" and sched in ("PENDING", "RUNNING")
-        return file_state, "", live
-    if launcher == "slurm":
-        if sched is None:
-            return file_state, "scheduler state unknown", True
-        if sched == "RUNNING":
-            return "running", "", True
-        if sched in ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"):
-            requeued = file_state in ("running", "requeued") or sched != "PENDING"
-            return ("requeued" if requeued else "pending"), "", True
-        if sched == "CANCELLED":
-            return "cancelled", "cancelled in Slurm", False
-        if sched in _SLURM_FAILED:
-            return "failed", f"Slurm: {sched}", False
-        if sched == "COMPLETED":
-            return "failed", "job ended without the run recording an outcome", False
-        if sched == "UNKNOWN":
-            return file_state, "not yet known to Slurm", True
-        return file_state, f"Slurm: {sched}", True
-    if launcher == "local":
-        if job.get("pid") is not None and controller_alive(job["pid"]):
-            return ("running" if file_state != "requeued" else "requeued"), "", True
-        pool = job.get("pool_pid") or queue_pid(job.get("pool_queue"))
-        if job.get("pid") is None and pool is not None and pool_alive(pool):
-            return "pending", "", True
-        if file_state == "pending":
-            return "pending", "not running: relaunch to resubmit", False
-        return "failed", "process gone without recording an outcome", False
-    if launcher == "inline":
-        alive = _process_alive(state.get("pid") or job.get("pid"), state.get("host"))
-        if file_state == "running" and alive is False:
-            return "failed", "process gone without recording an outcome", False
-        return file_state, "", file_state == "running"
-    return file_state, "" if file_state == "pending" else "no launcher record", False
+def _scheduler_states(jobs: Sequence[dict[str, Any]], scheduler: bool
+                      ) -> dict[str, dict[str, str] | None]:
+    """Per launcher kind: its one query over its runs' jobs (None: it cannot be asked)."""
+    out: dict[str, dict[str, str] | None] = {}
+    for kind in sorted({str(j["launcher"]) for j in jobs if j.get("launcher")}):
+        if not tracker(kind).scheduled:
+            continue
+        mine = [j for j in jobs if j.get("launcher") == kind]
+        out[kind] = tracker(kind).query(mine) if scheduler else {}
+    return out
 
 
-def collect_status(sweep_dir: str | Path, runs: list[RunDir] | None = None, *,
+def collect_status(sweep_dir: str | Path, runs: Sequence[RunDir] | None = None, *,
                    scheduler: bool = True) -> list[RunStatus]:
-    """The status of every run (or of ``runs``) of the sweep in ``sweep_dir``."""
-    from ccpo_lab.launch.slurm import query_states
+    """The status of every run (or of ``runs``) of the sweep in ``sweep_dir``.
 
-    dirs = runs if runs is not None else sweep_runs(Path(sweep_dir))
-    infos = [(rd, rd.read_run(), rd.read_state(), read_job(rd)) for rd in dirs]
-    slurm_ids = [str(j["job_id"]) for _, _, _, j in infos
-                 if j.get("launcher") == "slurm" and j.get("job_id")]
-    states: dict[str, dict[str, str]] | None = {}
-    if scheduler and slurm_ids:
-        states = query_states(slurm_ids)
+    ``scheduler``: ask each launcher's scheduler (one short query per kind).
+    """
+    dirs = list(runs) if runs is not None else SweepDir(Path(sweep_dir)).run_dirs()
+    infos = [(rd, rd.read_run(), rd.read_state(), rd.read_job()) for rd in dirs]
+    states = _scheduler_states([j for *_, j in infos], scheduler)
     now = datetime.now(timezone.utc).timestamp()
     out = []
     for rd, info, st, job in infos:
+        kind = job.get("launcher")
+        track = tracker(kind)
         file_state = str(st.get("state", "pending"))
-        sched: str | None = None
-        if job.get("launcher") == "slurm" and job.get("job_id"):
-            sched = None if states is None else states.get(str(job["job_id"]), {}).get(
-                "State", "UNKNOWN")
-        state, note, live = _reconcile(file_state, job, sched, st)
+        sched = None
+        if track.scheduled and job.get("job_id"):
+            known = states.get(str(kind))
+            sched = None if known is None else known.get(str(job["job_id"]), "UNKNOWN")
+        shown = track.reconcile(file_state, job, sched, st)
         step, val, mnote = _metrics_tail(rd)
         step = max(step, int(st.get("step") or 0))
         start = _parse_time(st.get("started"))
-        end = _parse_time(st.get("updated")) if state in TERMINAL else now
+        end = _parse_time(st.get("updated")) if shown.state in TERMINAL else now
         elapsed = None if start is None or end is None else max(0.0, end - start)
-        job_id = job.get("job_id") or (st.get("pid") if job.get("launcher") == "inline"
-                                       else None)
-        total = int(st.get("total_steps") or 0)
+        failed = shown.state == "failed"
         out.append(RunStatus(
-            path=rd.path, arm=str(info.get("arm", rd.path.parent.name)),
-            seed=int(info.get("seed", -1)), state=state, file_state=file_state,
-            launcher=job.get("launcher"), job_id=None if job_id is None else str(job_id),
-            scheduler=sched, step=step, total=total, last_val=val, elapsed_s=elapsed,
+            path=rd.path, arm=str(info.get("arm", rd.arm)), seed=int(info.get("seed", -1)),
+            state=shown.state, file_state=file_state, launcher=kind,
+            job_id=track.job_label(job, st), scheduler=sched, step=step,
+            total=int(st.get("total_steps") or 0), last_val=val, elapsed_s=elapsed,
             stdout=job.get("stdout"), stderr=job.get("stderr"),
-            error=st.get("error") if state == "failed" else None,
-            traceback=st.get("traceback") if state == "failed" else None,
-            note="; ".join(x for x in (note, mnote) if x), live=live))
+            error=st.get("error") if failed else None,
+            traceback=st.get("traceback") if failed else None,
+            note="; ".join(x for x in (shown.note, mnote) if x), live=shown.live))
     return out
 
 

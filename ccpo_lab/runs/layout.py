@@ -1,29 +1,38 @@
-"""The results layout and the run-identity guard.
+"""The results layout: the one gateway to a sweep's and a run's files, and the identity guard.
 
-``<results>/<sweep>/<arm>/seed-<k>/`` holds one run::
+``<results>/<sweep>/`` (:class:`SweepDir`) holds::
+
+    sweep.json         the resolved sweep, its runs and submissions (the manifest)
+    _jobs/             sweep-level launcher files (Slurm arrays, local pool queues and logs)
+    <arm>/seed-<k>/    one run (:class:`RunDir`)
+
+and a run directory holds::
 
     config.yaml        the resolved configuration (identity first, then the launcher)
     run.json           run id, arm, seed, estimator, provenance, backend-written fields
     state.json         state (pending/running/completed/failed), step, updated time
+    job.json           the launcher's record: current submission and earlier ones
     metrics.jsonl      one {"step": N, "data": {...}} per line (verl's file-logger format)
     rollouts/          step-1 rollouts (``step-000001.jsonl``)
     checkpoints/       resumable checkpoints
     logs/              launcher logs
 
-A run directory that holds another identity is never overwritten: the launch is refused
-with a key-by-key diff, or (``new_run``) the run goes beside it in ``seed-<k>.<n>``.
+Nothing else in ccpo-lab joins these names to a path. A run directory that holds another
+identity is never overwritten: the launch is refused with a key-by-key diff, or
+(``new_run``) the run goes beside it in ``seed-<k>.<n>``.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ccpo_lab.config.identity import diff, format_diff, to_plain
-from ccpo_lab.config.schema import RunConfig
+from ccpo_lab.config.identity import diff, format_diff
 from ccpo_lab.config.yamlio import (
     atomic_write_json,
     atomic_write_text,
@@ -32,12 +41,29 @@ from ccpo_lab.config.yamlio import (
 )
 from ccpo_lab.errors import RunConflictError, UserError
 
+if TYPE_CHECKING:
+    from ccpo_lab.config.schema import RunConfig
+
 RUN_STATES = ("pending", "running", "completed", "failed", "cancelled", "requeued")
+MANIFEST = "sweep.json"
+"""The sweep's manifest file."""
+JOBS_DIR = "_jobs"
+"""Sweep-level launcher folder; arm names cannot start with '_', so it never collides."""
+SEED_DIR_RE = re.compile(r"^seed-(\d+)(?:\.(\d+))?$")
+"""``seed-<k>`` or ``seed-<k>.<n>``: the name of a run directory."""
+_HISTORY = 20
+"""Earlier submissions kept in ``job.json``."""
+
+
+def _now() -> str:
+    from ccpo_lab.runs.provenance import now_iso
+
+    return now_iso()
 
 
 @dataclass(frozen=True)
 class RunDir:
-    """Paths of one run directory."""
+    """One run directory: its paths and its files (read and written here only)."""
 
     path: Path
     """The directory."""
@@ -56,6 +82,11 @@ class RunDir:
     def state_json(self) -> Path:
         """Current state."""
         return self.path / "state.json"
+
+    @property
+    def job_json(self) -> Path:
+        """The launcher's record of the run's submissions."""
+        return self.path / "job.json"
 
     @property
     def metrics(self) -> Path:
@@ -77,6 +108,23 @@ class RunDir:
         """Launcher logs."""
         return self.path / "logs"
 
+    @property
+    def arm(self) -> str:
+        """The arm, from the directory's place (``<sweep>/<arm>/seed-<k>``)."""
+        return self.path.parent.name
+
+    @property
+    def seed(self) -> int | None:
+        """The seed, from the directory's name (None when not ``seed-<k>[.<n>]``)."""
+        m = SEED_DIR_RE.match(self.path.name)
+        return int(m.group(1)) if m else None
+
+    @property
+    def suffix(self) -> int:
+        """``<n>`` of ``seed-<k>.<n>`` (1 for ``seed-<k>``)."""
+        m = SEED_DIR_RE.match(self.path.name)
+        return int(m.group(2) or 1) if m else 1
+
     def exists(self) -> bool:
         """Whether the directory holds a run (a ``run.json``)."""
         return self.run_json.is_file()
@@ -85,7 +133,8 @@ class RunDir:
         """``run.json`` as a dict ({} when absent)."""
         if not self.run_json.is_file():
             return {}
-        return json.loads(self.run_json.read_text(encoding="utf-8"))
+        data = json.loads(self.run_json.read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
 
     def update_run(self, **fields: Any) -> dict[str, Any]:
         """Merge ``fields`` into ``run.json`` (atomic rewrite); return the new content."""
@@ -100,12 +149,33 @@ class RunDir:
 
     def write_state(self, state: str, **info: Any) -> None:
         """Record the run's state (one of :data:`RUN_STATES`) with extra info."""
-        from ccpo_lab.runs.provenance import now_iso
-
         if state not in RUN_STATES:
             raise ValueError(f"unknown run state {state!r}; valid: {RUN_STATES}")
-        data = {**self.read_state(), **info, "state": state, "updated": now_iso()}
+        data = {**self.read_state(), **info, "state": state, "updated": _now()}
         atomic_write_json(self.state_json, data)
+
+    def read_job(self) -> dict[str, Any]:
+        """The current submission (``job.json``; {} when never submitted)."""
+        return read_json_object(self.job_json)
+
+    def record_job(self, **fields: Any) -> dict[str, Any]:
+        """Record a new submission (written by launchers only, never by the job); the
+        previous one moves to ``history``."""
+        old = self.read_job()
+        history = list(old.pop("history", []))
+        if old:
+            history.append(old)
+        data = {"submitted": _now(), "host": socket.gethostname(), **fields,
+                "history": history[-_HISTORY:]}
+        atomic_write_json(self.job_json, data)
+        return data
+
+    def update_job(self, **fields: Any) -> dict[str, Any]:
+        """Merge ``fields`` into the current submission record."""
+        data = self.read_job()
+        data.update(fields)
+        atomic_write_json(self.job_json, data)
+        return data
 
 
 def run_dir_name(seed: int, n: int = 1) -> str:
@@ -115,28 +185,103 @@ def run_dir_name(seed: int, n: int = 1) -> str:
 
 def candidate_dirs(sweep_dir: Path, arm: str, seed: int) -> list[Path]:
     """Existing directories of (arm, seed), in creation order (``seed-k``, ``seed-k.2``...)."""
-    base = sweep_dir / arm
+    base = Path(sweep_dir) / arm
     if not base.is_dir():
         return []
-    pat = re.compile(rf"^seed-{seed}(?:\.(\d+))?$")
     found = []
     for p in base.iterdir():
-        m = pat.match(p.name)
-        if m and p.is_dir():
-            found.append((int(m.group(1) or 1), p))
+        m = SEED_DIR_RE.match(p.name)
+        if m and int(m.group(1)) == seed and p.is_dir():
+            found.append((int(m.group(2) or 1), p))
     return [p for _, p in sorted(found)]
 
 
-def config_document(run: RunConfig) -> dict[str, Any]:
-    """The content of ``config.yaml``: identity (with its hash) and the launcher."""
-    return {
-        "run_id": run.run_id,
-        "sweep": run.sweep,
-        "arm": run.arm,
-        **run.identity,
-        "launcher": to_plain(run.launcher),
-        "backend_runtime": to_plain(run.backend.settings),
-    }
+@dataclass(frozen=True)
+class SweepDir:
+    """A sweep's results directory ``<results>/<sweep>``: manifest, launcher files, runs."""
+
+    path: Path
+    """The directory."""
+
+    @property
+    def manifest(self) -> Path:
+        """``sweep.json``."""
+        return self.path / MANIFEST
+
+    @property
+    def jobs(self) -> Path:
+        """``_jobs/``: sweep-level launcher files."""
+        return self.path / JOBS_DIR
+
+    def run_dir(self, arm: str, seed: int, n: int = 1) -> RunDir:
+        """The run directory of (arm, seed), ``n``-th of its kind (it may not exist)."""
+        return RunDir(self.path / arm / run_dir_name(seed, n))
+
+    def read_manifest(self) -> dict[str, Any]:
+        """The manifest ({} when absent or unreadable)."""
+        return read_json_object(self.manifest)
+
+    def write_manifest(self, data: Mapping[str, Any]) -> None:
+        """Replace the manifest (atomically)."""
+        atomic_write_json(self.manifest, dict(data))
+
+    def add_submission(self, **fields: Any) -> None:
+        """Append one submission record (launcher, job ids, runs, time) to the manifest."""
+        data = self.read_manifest()
+        data.setdefault("submissions", []).append({"time": _now(), **fields})
+        data["submissions"] = data["submissions"][-200:]
+        self.write_manifest(data)
+
+    def found(self) -> dict[tuple[str, int], list[RunDir]]:
+        """Every directory holding a run (a ``run.json``), by (arm, seed), oldest first."""
+        out: dict[tuple[str, int], list[RunDir]] = {}
+        if not self.path.is_dir():
+            return out
+        for run_json in self.path.glob("*/seed-*/run.json"):
+            rd = RunDir(run_json.parent)
+            if rd.seed is None or rd.arm.startswith((".", "_")):
+                continue
+            out.setdefault((rd.arm, rd.seed), []).append(rd)
+        for dirs in out.values():
+            dirs.sort(key=lambda r: r.suffix)
+        return dict(sorted(out.items()))
+
+    def newest(self) -> dict[tuple[str, int], RunDir]:
+        """The newest directory of each (arm, seed) (the one a report reads)."""
+        return {key: dirs[-1] for key, dirs in self.found().items()}
+
+    def run_dirs(self) -> list[RunDir]:
+        """Run directories: the manifest's, then every other ``<arm>/seed-*`` holding a run.
+
+        Ordered by arm (in manifest order when known), seed, then directory name.
+        """
+        data = self.read_manifest()
+        listed = [RunDir(self.path / e["dir"]) for e in data.get("runs", [])
+                  if isinstance(e, dict) and isinstance(e.get("dir"), str)]
+        found = [rd for dirs in self.found().values() for rd in dirs]
+        unique = list({rd.path: rd for rd in [*listed, *found]}.values())
+        order = {a: i for i, a in enumerate(data.get("arms", []))}
+
+        def key(rd: RunDir) -> tuple[int, str, int, str]:
+            info = rd.read_run()
+            arm = str(info.get("arm", rd.arm))
+            return (order.get(arm, len(order)), arm, int(info.get("seed", 0)), rd.path.name)
+
+        return sorted(unique, key=key)
+
+
+def config_document(run: RunConfig, launcher: Mapping[str, Any] | None = None
+                    ) -> dict[str, Any]:
+    """The content of ``config.yaml``: identity (with its hash), the launcher it was
+    submitted with (a record: the run does not read it back) and the backend's runtime
+    settings."""
+    from ccpo_lab.config.identity import to_plain
+
+    doc = {"run_id": run.run_id, "sweep": run.sweep, "arm": run.arm, **run.identity}
+    if launcher is not None:
+        doc["launcher"] = dict(launcher)
+    doc["backend_runtime"] = to_plain(run.backend.settings)
+    return doc
 
 
 _NON_IDENTITY_KEYS = ("run_id", "sweep", "arm", "launcher", "backend_runtime")
@@ -163,7 +308,7 @@ def resolve_run_dir(sweep_dir: Path, run: RunConfig, *, new_run: bool = False) -
     if not dirs:
         return RunDir(sweep_dir / run.arm / run_dir_name(run.seed))
     if new_run:
-        n = max(int(p.name.split(".")[-1]) if "." in p.name else 1 for p in dirs) + 1
+        n = max(RunDir(p).suffix for p in dirs) + 1
         return RunDir(sweep_dir / run.arm / run_dir_name(run.seed, n))
     held = RunDir(dirs[0])
     old_identity = _identity_on_disk(held)
@@ -187,9 +332,11 @@ def _identity_on_disk(rd: RunDir) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if k not in _NON_IDENTITY_KEYS}
 
 
-def init_run_dir(rd: RunDir, run: RunConfig) -> None:
+def init_run_dir(rd: RunDir, run: RunConfig, launcher: Mapping[str, Any] | None = None
+                 ) -> None:
     """Create ``rd`` for ``run`` (config.yaml, run.json, state pending) if not yet there.
 
+    ``launcher``: the launcher settings it is submitted with, recorded in ``config.yaml``.
     Idempotent for the same identity; never overwrites another identity (callers use
     :func:`resolve_run_dir` first, and this re-checks).
     """
@@ -202,7 +349,7 @@ def init_run_dir(rd: RunDir, run: RunConfig) -> None:
         raise UserError("run directory holds another run; refusing to overwrite it",
                         file=rd.path, value=held)
     rd.path.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(rd.config_yaml, dump_yaml(config_document(run)))
+    atomic_write_text(rd.config_yaml, dump_yaml(config_document(run, launcher)))
     atomic_write_json(rd.run_json, {
         "run_id": run.run_id,
         "sweep": run.sweep,
@@ -216,11 +363,15 @@ def init_run_dir(rd: RunDir, run: RunConfig) -> None:
 
 
 def load_run_config(rd: RunDir) -> RunConfig:
-    """Rebuild the frozen :class:`RunConfig` from a run directory's ``config.yaml``."""
+    """Rebuild the frozen :class:`RunConfig` from a run directory's ``config.yaml``.
+
+    The ``launcher`` section is a record of the submission and is not read back: where a
+    run executes reaches it as a :class:`~ccpo_lab.placement.Placement` from its launcher.
+    """
     import yaml
 
     from ccpo_lab.config.protocol import ProtocolConfig
-    from ccpo_lab.config.schema import BackendConfig, EstimatorConfig, LauncherConfig
+    from ccpo_lab.config.schema import BackendConfig, EstimatorConfig, RunConfig
     from ccpo_lab.config.validate import build
 
     doc = yaml.safe_load(rd.config_yaml.read_text(encoding="utf-8"))
@@ -233,7 +384,6 @@ def load_run_config(rd: RunDir) -> RunConfig:
                                   params=dict(doc["estimator"]["params"])),
         protocol=build(ProtocolConfig, doc["protocol"], key="protocol", where=where),
         backend=build(BackendConfig, backend, key="backend", where=where),
-        launcher=build(LauncherConfig, doc.get("launcher", {}), key="launcher", where=where),
     )
     if run.run_id != doc.get("run_id"):
         raise UserError("config.yaml does not hash to its recorded run id (edited by hand?)",

@@ -92,7 +92,7 @@ def _arm(
 
 def _zero_spread(sd: float, data: NDArray[np.float64]) -> bool:
     scale = float(np.max(np.abs(data))) if data.size else 0.0
-    return not np.isfinite(sd) or sd <= _ZERO_SPREAD_ULPS * np.finfo(np.float64).eps * scale
+    return bool(not np.isfinite(sd) or sd <= _ZERO_SPREAD_ULPS * np.finfo(np.float64).eps * scale)
 
 
 def _result(

@@ -11,11 +11,9 @@ import pytest
 
 from ccpo_lab.cli.main import main
 from ccpo_lab.launch.cancel import cancel_runs
-from ccpo_lab.launch.job import read_job
 from ccpo_lab.launch.local import NUM_GPUS_ENV, controller_alive, pool_alive
-from ccpo_lab.launch.manifest import read_manifest
 from ccpo_lab.launch.status import collect_status
-from ccpo_lab.runs.layout import RunDir
+from ccpo_lab.runs.layout import RunDir, SweepDir
 from ccpo_lab.runs.metrics import read_metrics
 
 pytestmark = pytest.mark.slow
@@ -53,11 +51,11 @@ def test_detached_pool_runs_on_gpu_slices(workdir: Path, sweep_dir: Path,
     assert main(_sweep(workdir, *two, "launcher.max_parallel=4")) == 0
     out = capsys.readouterr().out
     assert "started a local pool" in out and "on 2 slots (0, 1)" in out
-    pool = read_manifest(sweep_dir)["submissions"][-1]["pool_pid"]
+    pool = SweepDir(sweep_dir).read_manifest()["submissions"][-1]["pool_pid"]
     rows = _wait(lambda: (r := collect_status(sweep_dir)) and all(x.terminal for x in r) and r,
                  120, "the two runs")
     assert [r.state for r in rows] == ["completed"] * 2
-    gpus = [read_job(RunDir(r.path))["gpus"] for r in rows]
+    gpus = [RunDir(r.path).read_job()["gpus"] for r in rows]
     assert set(gpus) == {"0", "1"}
     for r in rows:
         assert [m["step"] for m in read_metrics(r.path / "metrics.jsonl")] == [0, 1, 2, 3, 4]
@@ -77,7 +75,7 @@ def test_cancel_then_relaunch_resumes(workdir: Path, sweep_dir: Path,
     assert main(_sweep(workdir, *long_run)) == 0
     rd = RunDir(sweep_dir / "grpo" / "seed-0")
     _wait(lambda: int(rd.read_state().get("step", 0)) >= 2, 60, "two steps")
-    pid = read_job(rd)["pid"]
+    pid = rd.read_job()["pid"]
     capsys.readouterr()
     assert main(["cancel", str(sweep_dir)]) == 0
     assert f"SIGINT controller {pid}" in capsys.readouterr().out
@@ -87,6 +85,6 @@ def test_cancel_then_relaunch_resumes(workdir: Path, sweep_dir: Path,
     # a relaunch resumes the cancelled run from its checkpoint
     assert main(_sweep(workdir, *long_run)) == 0
     assert "1 resume" in capsys.readouterr().out
-    _wait(lambda: read_job(rd).get("pid") not in (None, pid)
+    _wait(lambda: rd.read_job().get("pid") not in (None, pid)
           and rd.read_state().get("state") == "running", 60, "the resumed run")
-    assert len(read_job(rd)["history"]) == 1
+    assert len(rd.read_job()["history"]) == 1

@@ -13,16 +13,15 @@ from pathlib import Path
 import cloudpickle
 import pytest
 
-from ccpo_lab.config.schema import LauncherConfig
 from ccpo_lab.errors import UserError
-from ccpo_lab.launch.local import NUM_GPUS_ENV, SlotPool, detect_gpus, gpu_slots
+from ccpo_lab.launch.local import NUM_GPUS_ENV, LocalSettings, SlotPool, detect_gpus, gpu_slots
 
 # The job functions below run in submitit's subprocesses: pickle them by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
-def _local(**kw: object) -> LauncherConfig:
-    return dataclasses.replace(LauncherConfig(kind="local"), **kw)
+def _local(**kw: object) -> LocalSettings:
+    return dataclasses.replace(LocalSettings(), **kw)
 
 
 def test_detect_gpus_reads_the_fake_count(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,7 +7,6 @@ import shlex
 
 import pytest
 
-from ccpo_lab.config.schema import LauncherConfig
 from ccpo_lab.errors import UserError
 from ccpo_lab.launch.params import (
     MAX_ARRAY_ENV,
@@ -18,10 +17,12 @@ from ccpo_lab.launch.params import (
     signal_delay_s,
     slurm_parameters,
 )
+from ccpo_lab.launch.slurm import SlurmSettings
+from ccpo_lab.placement import Needs
 
 
-def _launcher(**kw: object) -> LauncherConfig:
-    return dataclasses.replace(LauncherConfig(kind="slurm"), **kw)
+def _launcher(**kw: object) -> SlurmSettings:
+    return dataclasses.replace(SlurmSettings(), **kw)
 
 
 def _flags(text: str) -> dict[str, str]:
@@ -36,9 +37,9 @@ def _flags(text: str) -> dict[str, str]:
 
 def test_first_class_fields_map_to_sbatch_flags() -> None:
     params = slurm_parameters(_launcher(partition="gpu", account="lab", qos="high",
-                                        time_min=2880, nodes=1, gpus_per_node=8,
-                                        cpus_per_task=64, mem_gb=900, constraint="h200",
-                                        array_parallelism=4), job_name="ccpo-study")
+                                        time_min=2880, cpus_per_task=64, mem_gb=900,
+                                        constraint="h200", array_parallelism=4),
+                              job_name="ccpo-study", needs=Needs(nodes=1, gpus_per_node=8))
     flags = _flags(sbatch_text(params, "/r/_jobs/%j", "python -m x", map_count=15))
     assert flags["partition"] == "gpu" and flags["account"] == "lab" and flags["qos"] == "high"
     assert flags["time"] == "2880" and flags["gpus-per-node"] == "8"

@@ -10,12 +10,11 @@ import pytest
 from ccpo_lab.cli.main import main
 from ccpo_lab.config.sweep import load_sweep
 from ccpo_lab.errors import UserError
-from ccpo_lab.launch.job import read_job, record_job
-from ccpo_lab.launch.manifest import sweep_runs
 from ccpo_lab.launch.plan import plan_sweep
-from ccpo_lab.launch.status import _reconcile, collect_status
+from ccpo_lab.launch.slurm import SlurmLauncher
+from ccpo_lab.launch.status import collect_status
 from ccpo_lab.launch.submit import decide, launch_sweep
-from ccpo_lab.runs.layout import RunDir, init_run_dir
+from ccpo_lab.runs.layout import RunDir, SweepDir, init_run_dir
 from tests.conftest import snapshot
 
 
@@ -51,7 +50,7 @@ def test_decide_leaves_a_live_run_alone(workdir: Path) -> None:
     sw, dirs = _init(workdir, "seeds=[0]", "arms=[grpo]")
     rd = dirs[("grpo", 0)]
     # an inline run executing in a live process (this one)
-    record_job(rd, launcher="inline", job_id=str(os.getpid()), pid=os.getpid())
+    rd.record_job(launcher="inline", job_id=str(os.getpid()), pid=os.getpid())
     rd.write_state("running", pid=os.getpid(), host=os.uname().nodename)
     (d,) = decide(plan_sweep(sw, workdir / "results"),  # type: ignore[arg-type]
                   workdir / "results" / "smoke", retry_failed=True)
@@ -97,9 +96,9 @@ def test_bad_launcher_parameter_writes_nothing(workdir: Path,
     ("failed", "FAILED", ("failed", False)),
 ])
 def test_reconcile_slurm(file_state: str, sched: str, expected: tuple[str, bool]) -> None:
-    state, _note, live = _reconcile(file_state, {"launcher": "slurm", "job_id": "7_1"}, sched,
+    shown = SlurmLauncher.reconcile(file_state, {"launcher": "slurm", "job_id": "7_1"}, sched,
                                     {})
-    assert (state, live) == expected
+    assert (shown.state, shown.live) == expected
 
 
 def test_status_shows_the_failure(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -108,7 +107,7 @@ def test_status_shows_the_failure(workdir: Path, capsys: pytest.CaptureFixture[s
     err = rd.logs / "7_0_log.err"
     err.parent.mkdir(parents=True)
     err.write_text("".join(f"noise {i}\n" for i in range(40)) + "CUDA out of memory\n")
-    record_job(rd, launcher="inline", pid=os.getpid(), stderr=str(err),
+    rd.record_job(launcher="inline", pid=os.getpid(), stderr=str(err),
                stdout=str(err.with_suffix(".out")))
     rd.write_state("failed", error="ValueError: bad shape (4, 3)",
                    traceback="Traceback (most recent call last):\n  File \"x.py\", line 1\n"
@@ -137,12 +136,12 @@ def test_cancel_marks_unsubmitted_runs_and_checks_names(
     states = {(r.arm, r.seed): r.state for r in collect_status(sweep_dir)}
     assert states[("grpo", 1)] == "cancelled"
     assert sorted(states.values()).count("pending") == 3
-    assert read_job(RunDir(sweep_dir / "grpo" / "seed-1")) == {}
+    assert RunDir(sweep_dir / "grpo" / "seed-1").read_job() == {}
 
 
 def test_runs_are_found_without_a_manifest(workdir: Path) -> None:
     _, dirs = _init(workdir)
-    found = sweep_runs(workdir / "results" / "smoke")
+    found = SweepDir(workdir / "results" / "smoke").run_dirs()
     assert sorted(str(r.path) for r in found) == sorted(str(d.path) for d in dirs.values())
 
 

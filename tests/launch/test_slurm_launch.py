@@ -21,7 +21,6 @@ import pytest
 
 from ccpo_lab.cli.main import main
 from ccpo_lab.config.sweep import load_sweep
-from ccpo_lab.launch.job import read_job
 from ccpo_lab.launch.params import MAX_ARRAY_ENV
 from ccpo_lab.launch.plan import plan_sweep
 from ccpo_lab.launch.slurm import query_states
@@ -94,7 +93,7 @@ def test_array_lands_failure_shows_relaunch_skips(workdir: Path,
         assert r.state == "completed", r
         steps = [m["step"] for m in read_metrics(r.path / "metrics.jsonl")]
         assert steps == list(range(sw.config.protocol.total_steps + 1))
-    jobs = {k: read_job(RunDir(r.path)) for k, r in rows.items()}
+    jobs = {k: RunDir(r.path).read_job() for k, r in rows.items()}
     assert len({j["array_job_id"] for j in jobs.values()} | {bad.job_id.split("_")[0]}) == 2
     assert all(Path(j["stdout"]).is_file() for j in jobs.values())
     states = query_states([str(j["job_id"]) for j in jobs.values()] + [str(bad.job_id)])
@@ -104,7 +103,7 @@ def test_array_lands_failure_shows_relaunch_skips(workdir: Path,
     out = capsys.readouterr().out
     assert "3 skipped (completed)" in out and "1 skipped (failed)" in out
     assert "nothing to submit" in out
-    assert {k: read_job(RunDir(r.path)) for k, r in rows.items()} == jobs
+    assert {k: RunDir(r.path).read_job() for k, r in rows.items()} == jobs
 
 
 def test_cancel_stops_an_arm(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -141,7 +140,7 @@ def test_requeued_job_resumes_identically(workdir: Path, tmp_path: Path,
     sweep_dir = workdir / "results" / "smoke"
     assert main(_sweep_args(workdir, *overrides)) == 0
     rd = RunDir(sweep_dir / "grpo" / "seed-0")
-    job_id = str(read_job(rd)["job_id"])
+    job_id = str(rd.read_job()["job_id"])
 
     def last_step() -> int:
         return max((r["step"] for r in read_metrics(rd.metrics)), default=-1)
@@ -168,4 +167,4 @@ def test_requeued_job_resumes_identically(workdir: Path, tmp_path: Path,
     capsys.readouterr()
     assert main(["status", str(sweep_dir)]) == 0
     assert "completed" in capsys.readouterr().out
-    assert read_job(rd)["history"] == []  # requeues keep the job: no new submission
+    assert rd.read_job()["history"] == []  # requeues keep the job: no new submission

@@ -18,7 +18,6 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -290,7 +289,7 @@ def generate_games(out_dir: Path, n_train: int, n_eval: int, seed: int,
     if out.exists() and any(out.iterdir()):
         raise UserError("output folder is not empty", file=out)
     out.mkdir(parents=True, exist_ok=True)
-    jobs: list[tuple[Any, ...]] = []
+    jobs: list[tuple[str, str, int, str, GameSpec, int]] = []
     for split, n in (("train", n_train), ("valid_seen", n_eval)):
         for index, task_type in enumerate(_task_schedule(spec, SPLITS.index(split), n)):
             jobs.append((str(out), split, index, task_type, spec, 0))
@@ -362,8 +361,3 @@ def make_games(out_dir: Path, n_train: int, n_eval: int, seed: int,
     """For ``ccpo-lab games make``: generate, print nothing, return (GameSet, summary)."""
     game_set = generate_games(out_dir, n_train, n_eval, seed, config)
     return game_set, game_set.summary()
-
-
-def gamefiles(games: Sequence[GameRecord]) -> list[str]:
-    """The game files of ``games``, as strings."""
-    return [str(g.gamefile) for g in games]

@@ -199,11 +199,6 @@ def overlap(batch: PolicyInput, token_flags: torch.Tensor | None = None) -> torc
     return flags.sum(-2) / n_real
 
 
-def n_parameters(model: nn.Module) -> int:
-    """Number of trainable parameters."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-
 def chosen_logprobs(logits: torch.Tensor, chosen: torch.Tensor, temperature: float = 1.0
                     ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(log pi(chosen) (B,), entropy (B,))`` from ``logits`` (B, A), ``chosen`` (B,) long."""

@@ -82,13 +82,6 @@ def render_segments(task: str, observation: str, actions: Sequence[str],
     return tuple(parts)
 
 
-def render_prompt(task: str, observation: str, actions: Sequence[str],
-                  history: Sequence[Turn], step: int, history_length: int) -> str:
-    """The prompt text of one turn (the segments of :func:`render_segments`, joined)."""
-    return " ".join(text for _, text in render_segments(task, observation, actions, history,
-                                                         step, history_length))
-
-
 @dataclass(frozen=True)
 class PromptTokens:
     """The policy's input for one turn: token ids and their segment ids, same length."""

@@ -30,12 +30,20 @@ if TYPE_CHECKING:
     from ccpo_lab.backends.local.games import GameSet, GameSpec
     from ccpo_lab.backends.local.rollout import Episode
     from ccpo_lab.config.schema import RunConfig
+    from ccpo_lab.placement import Needs, Placement
     from ccpo_lab.runs.layout import RunDir
 
 Progress = Callable[[int, int, "float | None"], None]
 """``progress(step, total_steps, last held-out success)``."""
 
 VAL_METRIC = "val/success_rate"
+
+
+def needs(run: RunConfig) -> Needs:
+    """One node, no GPU, ``num_threads`` CPUs (the placement contract)."""
+    from ccpo_lab.placement import Needs
+
+    return Needs(nodes=1, gpus_per_node=0, cpus=run.backend.local.num_threads)
 
 
 def game_spec(run: RunConfig) -> GameSpec:
@@ -106,8 +114,13 @@ def _record_step1(rd: RunDir, step: int, episodes: list[Episode]) -> None:
                          "file": str(rollout_file(rd.rollouts, 1).relative_to(rd.path))})
 
 
-def train(run: RunConfig, rd: RunDir, progress: Progress | None = None) -> dict[str, Any]:
+def train(run: RunConfig, rd: RunDir, placement: Placement | None = None,
+          progress: Progress | None = None) -> dict[str, Any]:
     """Train ``run`` in ``rd`` to ``total_steps``, resuming from its newest checkpoint.
+
+    ``placement``: where the launcher put it (one CPU task; nothing in it changes results).
+    Longer than most functions on purpose: the run's life (resume or start, then step,
+    evaluate, checkpoint, record) reads top to bottom in one place.
 
     Returns a summary (final held-out success, steps, wall time, throughput).
     """
@@ -180,7 +193,7 @@ def train(run: RunConfig, rd: RunDir, progress: Progress | None = None) -> dict[
             "env_steps_per_s": round(t.env_steps / wall, 1) if wall > 0 else None}
 
 
-def describe(run: RunConfig, rd: RunDir) -> str:
+def describe(run: RunConfig, rd: RunDir, placement: Placement | None = None) -> str:
     """The command that executes ``run``, with what it will do."""
     p, cfg = run.protocol, run.backend.local
     cmd = shlex.join(["python", "-m", "ccpo_lab.runs.execute", str(rd.path)])

@@ -93,7 +93,9 @@ def sample_scene(task_type: str, knobs: SceneKnobs, rng: np.random.Generator) ->
     """A random room posing ``task_type``, drawn from ``rng`` only.
 
     The target object starts in a receptacle of another type than the goal's, so the goal
-    never holds at the start; openable receptacles start closed, as in ALFWorld.
+    never holds at the start; openable receptacles start closed, as in ALFWorld. Long on
+    purpose: its draws from ``rng`` happen in one fixed order, which every generated game
+    (and so every cached game set) depends on.
     """
     phys = physics()
     rooms = rooms_for(task_type)

@@ -28,18 +28,14 @@ from typing import Any
 
 from ccpo_lab.backends.verl.checkout import CheckoutInfo, inspect_checkout
 from ccpo_lab.config.schema import RunConfig
+from ccpo_lab.integrations.verl_agent_env import ENV_CAPTURE_PHI, ENV_METRICS, ENV_RUN_DIR
+from ccpo_lab.placement import Placement
 
 ENTRY_MODULE = "ccpo_lab.integrations.verl_agent"
 """The entry point that runs verl-agent's ``verl.trainer.main_ppo`` with the hooks."""
 SETUP_HOOK = "ccpo_lab.integrations.verl_agent_hooks.setup"
 """Ray ``worker_process_setup_hook``: installs the hooks in every Ray worker process."""
 
-ENV_RUN_DIR = "CCPO_LAB_RUN_DIR"
-"""Run directory, read by the hooks (step-1 rollouts, ``run.json``, ``state.json``)."""
-ENV_CAPTURE_PHI = "CCPO_LAB_CAPTURE_PHI"
-"""``1``: the reference workers capture the last-prompt-token hidden state."""
-ENV_METRICS = "VERL_FILE_LOGGER_PATH"
-"""verl's file-logger path variable; ccpo-lab's logger writes the same file."""
 
 ESTIMATORS_WITH_FEATURES = ("ccpo",)
 """Estimators that read the reference policy's features."""
@@ -118,12 +114,16 @@ def estimator_overrides(run: RunConfig) -> list[str]:
 
 
 def build_command(run: RunConfig, run_dir: Path, *, resume: bool = False,
-                  checkout: CheckoutInfo | None = None) -> TrainerCommand:
+                  checkout: CheckoutInfo | None = None,
+                  placement: Placement | None = None) -> TrainerCommand:
     """The trainer invocation of ``run`` in ``run_dir`` (nothing is written).
 
     ``resume``: a checkpoint exists, so the evaluation before training (already logged at
     that step) is skipped. ``checkout``: the verl-agent checkout's capabilities (default:
     inspected at ``backend.verl.verl_agent_path``; a missing checkout offers none).
+    ``placement``: where the launcher puts task 0 (its CPUs become Ray's ``num_cpus`` of a
+    single-node run unless ``backend.verl.ray_num_cpus`` says otherwise). Long on purpose:
+    one line per override, in the reference script's order, so it reads against it.
     """
     s = run.backend.verl
     p = run.protocol
@@ -134,8 +134,9 @@ def build_command(run: RunConfig, run_dir: Path, *, resume: bool = False,
     env_seed = p.env_seed + run.seed
     penalty = p.invalid_action_penalty
     num_cpus = s.ray_num_cpus
-    if num_cpus is None and run.launcher.kind == "slurm" and s.nnodes == 1:
-        num_cpus = run.launcher.cpus_per_task if run.launcher.cpus_per_task > 1 else None
+    given = placement.cpus if placement is not None else None
+    if num_cpus is None and s.nnodes == 1 and given is not None and given > 1:
+        num_cpus = given
 
     ov: list[str] = []
     ov += estimator_overrides(run)[:1]

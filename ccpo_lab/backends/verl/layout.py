@@ -62,26 +62,6 @@ def validate_layout(settings: VerlBackendConfig, protocol: ProtocolConfig,
                         value=settings.gpu_memory_utilization)
 
 
-def check_launcher(run: RunConfig, *, where: str | None = None) -> None:
-    """Refuse launcher resources that do not match the run's layout."""
-    s, la = run.backend.verl, run.launcher
-    if la.kind == "slurm":
-        if la.nodes != s.nnodes:
-            raise UserError(f"launcher.nodes ({la.nodes}) must equal backend.verl.nnodes "
-                            f"({s.nnodes})", file=where, key="launcher.nodes", value=la.nodes)
-        if la.gpus_per_node != s.n_gpus_per_node:
-            raise UserError(f"launcher.gpus_per_node ({la.gpus_per_node}) must equal "
-                            f"backend.verl.n_gpus_per_node ({s.n_gpus_per_node})", file=where,
-                            key="launcher.gpus_per_node", value=la.gpus_per_node)
-    elif la.kind == "local" and la.gpus_per_run not in (0, s.n_gpus_per_node * s.nnodes):
-        raise UserError(f"launcher.gpus_per_run ({la.gpus_per_run}) must equal the run's "
-                        f"{s.n_gpus_per_node * s.nnodes} GPUs", file=where,
-                        key="launcher.gpus_per_run", value=la.gpus_per_run)
-    elif la.kind != "slurm" and s.nnodes > 1:
-        raise UserError("a multi-node run needs launcher.kind=slurm", file=where,
-                        key="backend.verl.nnodes", value=s.nnodes)
-
-
 def _diff(a: dict[str, Any], b: dict[str, Any]) -> str:
     keys = [k for k in a if a.get(k) != b.get(k)]
     return ", ".join(f"{k}: {a.get(k)!r} vs {b.get(k)!r}" for k in keys)
@@ -94,7 +74,6 @@ def check_sweep_layout(runs: Iterable[RunConfig]) -> None:
         if run.backend.kind != "verl":
             continue
         validate_layout(run.backend.verl, run.protocol)
-        check_launcher(run)
         lay = layout_of(run.backend.verl)
         if first is None:
             first = (f"{run.arm} seed {run.seed}", lay)
@@ -131,7 +110,6 @@ def check_run_layout(run: RunConfig, run_dir: Path) -> dict[str, Any]:
     """
     settings = run.backend.verl
     validate_layout(settings, run.protocol, where=str(run_dir / "config.yaml"))
-    check_launcher(run, where=str(run_dir / "config.yaml"))
     mine = layout_of(settings)
     sweep_dir = run_dir.parent.parent
     for cfg in sorted(sweep_dir.glob("*/seed-*/config.yaml")):

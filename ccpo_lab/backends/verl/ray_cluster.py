@@ -131,7 +131,9 @@ def _alive(pid: int) -> bool:
 
 def pid_file(port: int) -> Path:
     """Where ``up`` records the pids that ``down`` stops (per job and port)."""
-    job = os.environ.get("SLURM_JOB_ID") or f"u{os.getuid()}"
+    from ccpo_lab.launch.registry import placement_here
+
+    job = (placement_here().job_id or f"u{os.getuid()}").replace("/", "_")
     base = os.environ.get("TMPDIR") or "/tmp"
     return Path(base) / f"ccpo-lab-ray-{job}-{port}.pids"
 
@@ -145,15 +147,12 @@ def ray_cli() -> list[str]:
     return [found] if found else [sys.executable, "-m", "ray.scripts.scripts"]
 
 
-def slurm_hosts() -> list[str]:
-    """Hosts of the Slurm allocation (``scontrol show hostnames $SLURM_JOB_NODELIST``)."""
-    nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
-    if not nodelist:
-        raise UserError("a multi-node run needs a Slurm allocation (SLURM_JOB_NODELIST is "
-                        "unset); launch it with launcher.kind=slurm and launcher.nodes > 1")
-    out = subprocess.run(["scontrol", "show", "hostnames", nodelist], check=True,
-                         capture_output=True, text=True).stdout
-    return [h for h in out.split() if h]
+def allocation_hosts() -> list[str]:
+    """Hosts of the job this process runs in, as its launcher gives them (a Slurm
+    allocation's nodes; this machine outside any job)."""
+    from ccpo_lab.launch.registry import placement_here
+
+    return list(placement_here().hosts)
 
 
 def this_host_first(hosts: list[str]) -> list[str]:
@@ -288,7 +287,7 @@ def sbatch_section(nodes: int, gpus_per_node: int, *, port: int = 6379,
 
 
 def _spec_from_args(a: argparse.Namespace) -> ClusterSpec:
-    hosts = tuple(a.hosts.split(",")) if a.hosts else tuple(this_host_first(slurm_hosts()))
+    hosts = tuple(a.hosts.split(",")) if a.hosts else tuple(this_host_first(allocation_hosts()))
     if a.nodes is not None and len(hosts) < a.nodes:
         raise UserError(f"the allocation has {len(hosts)} node(s), the run needs {a.nodes}")
     if a.nodes is not None:
@@ -305,7 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-node", type=int, default=1, help="GPUs (or CPUs) per node")
     ap.add_argument("--resource", choices=RESOURCES, default="GPU")
     ap.add_argument("--port", type=int, default=6379)
-    ap.add_argument("--hosts", default=None, help="comma-separated hosts (default: Slurm's)")
+    ap.add_argument("--hosts", default=None,
+                    help="comma-separated hosts (default: the job's allocation)")
     ap.add_argument("--head-ip", default=None)
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--dry-run", action="store_true", help="print the commands only")

@@ -1,4 +1,9 @@
-"""The verl backend's entry points: ``train(run, rd)`` and ``describe(run, rd)``.
+"""The verl backend's entry points: ``needs``, ``train``, ``worker`` and ``describe``.
+
+``needs(run)`` states the run's resources once, from ``backend.verl``: ``nnodes`` nodes of
+``n_gpus_per_node`` GPUs. The launcher gives each task a
+:class:`~ccpo_lab.placement.Placement` (hosts, rank, task count, CPUs); nothing here reads
+a scheduler's variables.
 
 ``train`` runs verl-agent's trainer for one run directory, to completion, resuming from
 the run's last checkpoint:
@@ -9,8 +14,9 @@ the run's last checkpoint:
    the checkpoint (the trainer logs them again);
 3. records the command, the seeds and determinism settings, and the checkout's commit in
    ``run.json``;
-4. with ``nnodes > 1`` and no ``RAY_ADDRESS``, starts a Ray cluster across the Slurm
-   allocation (:mod:`.ray_cluster`) and stops it afterwards;
+4. with ``nnodes > 1`` and no ``RAY_ADDRESS``, starts a Ray cluster across the placement's
+   hosts (:mod:`.ray_cluster`) and stops it afterwards (the other tasks of the job join it
+   through :func:`worker`);
 5. runs ``python -m ccpo_lab.integrations.verl_agent`` (logs in ``logs/trainer.log`` and
    on stdout); the hooks write ``metrics.jsonl``, the step-1 rollouts and ``state.json``.
 """
@@ -30,14 +36,21 @@ from ccpo_lab.backends.verl.checkout import REFERENCE_COMMIT, inspect_checkout
 from ccpo_lab.backends.verl.command import TrainerCommand, build_command, data_files
 from ccpo_lab.config.schema import RunConfig
 from ccpo_lab.errors import UserError
+from ccpo_lab.placement import Needs, Placement, this_host
 from ccpo_lab.runs.layout import RunDir
 
 LOG_NAME = "trainer.log"
 
 
+def needs(run: RunConfig) -> Needs:
+    """``nnodes`` nodes of ``n_gpus_per_node`` GPUs (the placement contract)."""
+    s = run.backend.verl
+    return Needs(nodes=s.nnodes, gpus_per_node=s.n_gpus_per_node)
+
+
 def check_sweep(runs: list[RunConfig], run_dirs: list[RunDir | None]) -> None:
-    """Before anything is written or submitted: one valid GPU layout over the sweep, fitting
-    its launcher, and the same as the runs already in the sweep directory (compared once,
+    """Before anything is written or submitted: one valid GPU layout over the sweep, the
+    same as the runs already in the sweep directory (compared once,
     through the first planned run: the layout is shared by every run of a sweep)."""
     from ccpo_lab.backends.verl.layout import check_run_layout, check_sweep_layout
 
@@ -57,17 +70,21 @@ def latest_checkpoint(checkpoints: Path) -> int | None:
     return step if (checkpoints / f"global_step_{step}").is_dir() else None
 
 
-def command_for(run: RunConfig, rd: RunDir) -> TrainerCommand:
+def command_for(run: RunConfig, rd: RunDir, placement: Placement | None = None
+                ) -> TrainerCommand:
     """The command ``train`` would run now (resume-aware)."""
-    return build_command(run, rd.path, resume=latest_checkpoint(rd.checkpoints) is not None)
+    return build_command(run, rd.path, resume=latest_checkpoint(rd.checkpoints) is not None,
+                         placement=placement)
 
 
-def describe(run: RunConfig, rd: RunDir) -> str:
-    """The exact trainer command line of ``run`` (for ``sweep --dry-run``)."""
-    return command_for(run, rd).render()
+def describe(run: RunConfig, rd: RunDir, placement: Placement | None = None) -> str:
+    """The exact trainer command line of ``run`` where ``placement`` puts it (for ``sweep
+    --dry-run``: the launcher's planned placement)."""
+    return command_for(run, rd, placement).render()
 
 
-def _prepare(run: RunConfig, rd: RunDir) -> tuple[TrainerCommand, int | None]:
+def _prepare(run: RunConfig, rd: RunDir, placement: Placement
+             ) -> tuple[TrainerCommand, int | None]:
     from ccpo_lab.backends.verl.datafiles import write_placeholder_data
     from ccpo_lab.backends.verl.layout import check_run_layout
     from ccpo_lab.runs.metrics import truncate_metrics
@@ -82,7 +99,8 @@ def _prepare(run: RunConfig, rd: RunDir) -> tuple[TrainerCommand, int | None]:
                            run.protocol.val_batch_size)
     resume = latest_checkpoint(rd.checkpoints)
     truncate_metrics(rd.metrics, resume if resume is not None else -1)
-    cmd = build_command(run, rd.path, resume=resume is not None, checkout=info)
+    cmd = build_command(run, rd.path, resume=resume is not None, checkout=info,
+                        placement=placement)
     rd.logs.mkdir(parents=True, exist_ok=True)
     rd.update_run(
         trainer={"argv": list(cmd.argv), "env": cmd.env, "cwd": cmd.cwd,
@@ -134,38 +152,25 @@ def _run_trainer(cmd: TrainerCommand, log_path: Path) -> tuple[int, list[str]]:
     return rc, list(tail)
 
 
-def _tasks() -> tuple[int, int]:
-    return (int(os.environ.get("SLURM_NTASKS", "1") or 1),
-            int(os.environ.get("SLURM_PROCID", "0") or 0))
-
-
-def _worker_task() -> bool:
-    """Whether this is a non-zero task of a job that runs one task per node."""
-    ntasks, procid = _tasks()
-    return ntasks > 1 and procid > 0
-
-
-def _serve_as_ray_worker(run: RunConfig, *, join: bool) -> None:
+def worker(run: RunConfig, rd: RunDir, placement: Placement) -> dict[str, Any]:
     """Tasks 1..n-1 of a one-task-per-node job: be a Ray worker node until the run ends.
 
-    With ``join`` false (the job script started the cluster) there is nothing to do.
-    Exits the process without touching the run's state (task 0 owns it).
+    When ``RAY_ADDRESS`` is set (the job script started the cluster) there is nothing to do.
+    Task 0 owns the run's state; this never touches it.
     """
-    from ccpo_lab.backends.verl.ray_cluster import ClusterSpec, join_cluster, slurm_hosts
+    from ccpo_lab.backends.verl.ray_cluster import ClusterSpec, join_cluster
 
     s = run.backend.verl
-    hosts = slurm_hosts()
-    code = 0
+    if s.nnodes < 2 or os.environ.get("RAY_ADDRESS"):
+        return {"rank": placement.rank}
     try:
-        if join:
-            join_cluster(ClusterSpec(hosts=tuple(hosts[:s.nnodes]), per_node=s.n_gpus_per_node,
-                                     port=s.ray_port, env=_ray_env(run)))
-    except BaseException as e:  # noqa: BLE001 - reported; task 0 records the run's state
+        join_cluster(ClusterSpec(hosts=tuple(placement.hosts[:s.nnodes]),
+                                 per_node=s.n_gpus_per_node, port=s.ray_port,
+                                 env=_ray_env(run)))
+    except Exception as e:  # noqa: BLE001 - reported; task 0 records the run's state
         print(f"ccpo-lab: Ray worker task ended: {type(e).__name__}: {e}", file=sys.stderr)
-        code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+        return {"rank": placement.rank, "error": f"{type(e).__name__}: {e}"}
+    return {"rank": placement.rank}
 
 
 def _ray_env(run: RunConfig) -> tuple[tuple[str, str], ...]:
@@ -175,22 +180,16 @@ def _ray_env(run: RunConfig) -> tuple[tuple[str, str], ...]:
             *((str(k), str(v)) for k, v in s.env.items() if k != "PYTHONPATH"))
 
 
-def _start_cluster(run: RunConfig) -> Any:
+def _start_cluster(run: RunConfig, placement: Placement) -> Any:
     """Task 0: the Ray head here; workers by ``srun`` unless every node has its own task."""
-    from ccpo_lab.backends.verl.ray_cluster import (
-        ClusterSpec,
-        slurm_hosts,
-        start_cluster,
-        this_host_first,
-    )
+    from ccpo_lab.backends.verl.ray_cluster import ClusterSpec, start_cluster, this_host_first
 
     s = run.backend.verl
-    ntasks, _ = _tasks()
-    hosts = slurm_hosts()
+    hosts = list(placement.hosts)
     if len(hosts) < s.nnodes:
         raise UserError(f"the allocation has {len(hosts)} node(s), the run needs {s.nnodes}",
-                        key="launcher.nodes", value=len(hosts))
-    per_task = ntasks >= s.nnodes
+                        key="backend.verl.nnodes", value=s.nnodes)
+    per_task = placement.ntasks >= s.nnodes
     if not per_task:
         hosts = this_host_first(hosts)
     elif this_host_first(hosts)[0] != hosts[0]:
@@ -215,14 +214,14 @@ def summary(run: RunConfig, rd: RunDir) -> dict[str, Any]:
     return out
 
 
-def train(run: RunConfig, rd: RunDir) -> dict[str, Any]:
-    """Train ``run`` in ``rd`` to completion with verl-agent (see the module docstring)."""
+def train(run: RunConfig, rd: RunDir, placement: Placement | None = None) -> dict[str, Any]:
+    """Train ``run`` in ``rd`` to completion with verl-agent (see the module docstring);
+    ``placement``: where the launcher put task 0 (default: this machine)."""
+    where = placement if placement is not None else this_host()
     s = run.backend.verl
     multi = s.nnodes > 1 and not os.environ.get("RAY_ADDRESS")
-    if s.nnodes > 1 and _worker_task():
-        _serve_as_ray_worker(run, join=multi)  # never returns
-    cmd, _ = _prepare(run, rd)
-    cluster = _start_cluster(run) if multi else None
+    cmd, _ = _prepare(run, rd, where)
+    cluster = _start_cluster(run, where) if multi else None
     if cluster is not None:
         cmd = TrainerCommand(argv=cmd.argv, overrides=cmd.overrides,
                              env={**cmd.env, "RAY_ADDRESS": cluster.address}, cwd=cmd.cwd,

@@ -42,6 +42,7 @@ from typing import Any
 import torch
 
 from ccpo_lab.backends.verl import smoke_env as E
+from ccpo_lab.integrations.verl_agent_env import ENV_CAPTURE_PHI, ENV_RUN_DIR
 
 CCPO_PARAMS = {"gate": "hard", "target": "return", "backoff_task": True, "jweight_c": 1.0}
 ARMS = (("grpo", {}), ("ccpo", CCPO_PARAMS))
@@ -165,7 +166,7 @@ def reference_features(model: Any, batch: dict[str, torch.Tensor]) -> torch.Tens
     """``(N, H)`` features through the patched reference-worker path."""
     from ccpo_lab.integrations.verl_agent_phi import PHI_KEY
 
-    os.environ["CCPO_LAB_CAPTURE_PHI"] = "1"
+    os.environ[ENV_CAPTURE_PHI] = "1"
     fw, _ = _fake_worker_modules()
     n = batch["input_ids"].shape[0]
     out = fw.ActorRolloutRefWorker(model).compute_ref_log_prob(
@@ -298,7 +299,7 @@ def train_arm(ctx: Ctx, arm: str, params: dict[str, Any], steps: int = 2) -> dic
     rd = ctx.work / "runs" / arm
     rd.mkdir(parents=True, exist_ok=True)
     (rd / "run.json").write_text("{}")
-    os.environ["CCPO_LAB_RUN_DIR"] = str(rd)
+    os.environ[ENV_RUN_DIR] = str(rd)
     out: dict[str, Any] = {"fingerprints": [], "loss": [], "adv_abs_mean": []}
     for step in range(1, steps + 1):
         model.eval()

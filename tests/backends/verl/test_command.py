@@ -19,10 +19,11 @@ from ccpo_lab.backends.verl.runner import describe
 from ccpo_lab.config.schema import RunConfig
 from ccpo_lab.errors import UserError
 from ccpo_lab.runs.layout import init_run_dir
-from tests.backends.verl.conftest import REPO, run_dir, sweep_runs
+from tests.backends.verl.conftest import REPO, planned, run_dir, sweep_runs
 
 
 def _ov(run: RunConfig, tmp: Path, **kw: object) -> dict[str, str]:
+    kw.setdefault("placement", planned("alfworld-qwen7b-slurm"))
     cmd = build_command(run, run_dir(tmp, run).path, **kw)  # type: ignore[arg-type]
     out = {}
     for o in cmd.overrides:
@@ -56,7 +57,7 @@ def test_reference_protocol_values(slurm_runs: list[RunConfig], tmp_path: Path) 
         "trainer.n_gpus_per_node": "8", "trainer.nnodes": "1", "trainer.test_freq": "5",
         "trainer.total_epochs": "150", "trainer.logger": "[console,file]",
         "actor_rollout_ref.model.path": "Qwen/Qwen2.5-7B-Instruct",
-        "ray_init.num_cpus": "64",   # the Slurm allocation's cpus_per_task
+        "ray_init.num_cpus": "64",   # the CPUs per task the Slurm launcher allocates
     }
     assert {k: ov[k] for k in want} == want
 
@@ -164,13 +165,29 @@ def test_a_sweep_with_two_layouts_is_refused() -> None:
         check_sweep_layout([*runs[:3], other])
 
 
-def test_launcher_must_match_the_layout() -> None:
-    with pytest.raises(UserError, match="launcher.nodes .1. must equal") as e:
-        check_sweep_layout(sweep_runs("alfworld-qwen7b-slurm", [
-            "backend.verl.nnodes=2", "backend.verl.ppo_micro_batch_size_per_gpu=16"]))
+def test_resources_are_stated_once_by_the_backend(tmp_path: Path) -> None:
+    """The launcher takes nodes and GPUs from the backend's needs; it refuses what it
+    cannot give, naming its own key."""
+    from ccpo_lab.config.sweep import load_sweep
+    from ccpo_lab.launch.plan import launcher_for, plan_sweep
+
+    multi = load_sweep(REPO / "sweeps" / "alfworld-qwen7b-slurm.yaml", [
+        "backend.verl.nnodes=2", "backend.verl.ppo_micro_batch_size_per_gpu=16"])
+    assert len(plan_sweep(multi, tmp_path)) == 15
+    params = launcher_for(multi, tmp_path).parameters()  # type: ignore[attr-defined]
+    assert (params["nodes"], params["gpus_per_node"]) == (2, 8)
+    node = REPO / "sweeps" / "alfworld-qwen7b-node.yaml"
+    with pytest.raises(UserError, match="gpus_per_run") as e:
+        plan_sweep(load_sweep(node, ["launcher.gpus_per_run=4"]), tmp_path)
+    assert e.value.key == "launcher.gpus_per_run"
+    with pytest.raises(UserError, match="needs 2 nodes") as e:
+        plan_sweep(load_sweep(node, ["backend.verl.nnodes=2",
+                                     "backend.verl.ppo_micro_batch_size_per_gpu=16"]), tmp_path)
+    assert e.value.key == "launcher.kind"
+    with pytest.raises(UserError, match="not a slurm setting.*backend.verl.nnodes") as e:
+        load_sweep(REPO / "sweeps" / "alfworld-qwen7b-slurm.yaml", ["launcher.nodes=2"])
     assert e.value.key == "launcher.nodes"
-    with pytest.raises(UserError, match="gpus_per_run"):
-        check_sweep_layout(sweep_runs("alfworld-qwen7b-node", ["launcher.gpus_per_run=4"]))
+    assert not any(tmp_path.iterdir())
 
 
 def test_a_run_whose_layout_differs_from_its_sweep_is_refused(tmp_path: Path) -> None:
@@ -190,9 +207,8 @@ def test_plan_refuses_a_layout_before_anything_is_written(tmp_path: Path) -> Non
     from tests.conftest import snapshot
 
     path = REPO / "sweeps" / "alfworld-qwen7b-slurm.yaml"
-    bad = load_sweep(path, ["backend.verl.nnodes=2",
-                            "backend.verl.ppo_micro_batch_size_per_gpu=16"])
-    with pytest.raises(UserError, match="launcher.nodes .1. must equal") as e:
+    bad = load_sweep(path, ["backend.verl.rollout_tp=3"])
+    with pytest.raises(UserError, match="rollout_tp must divide") as e:
         plan_sweep(bad, tmp_path)
     assert e.value.file == bad.source
     assert not any(tmp_path.iterdir())

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ccpo_lab.backends.verl.command import build_command
-from tests.backends.verl.conftest import SHIPPED, run_dir, sweep_runs
+from tests.backends.verl.conftest import SHIPPED, planned, run_dir, sweep_runs
 
 
 def verl_agent_keys() -> set[str]:
@@ -39,8 +39,10 @@ def _is_under(key: str, keys: set[str]) -> bool:
 def all_overrides(tmp_path: Path) -> list[tuple[str, str, str]]:
     out = []
     for name in SHIPPED:
+        where = planned(name)
         for run in sweep_runs(name):
-            out += [_split(o) for o in build_command(run, run_dir(tmp_path, run).path).overrides]
+            out += [_split(o) for o in build_command(run, run_dir(tmp_path, run).path,
+                                                     placement=where).overrides]
     return out
 
 
@@ -76,7 +78,8 @@ def test_overrides_compose_against_verl_091(tmp_path: Path) -> None:
             # every arm at seed 0, every seed of one arm (the rest differ only in paths)
             for run in [r for r in sweep_runs(name) if r.seed == 0 or r.arm == "gigpo"]:
                 upstream = []
-                for o in build_command(run, run_dir(tmp_path, run).path).overrides:
+                for o in build_command(run, run_dir(tmp_path, run).path,
+                                       placement=planned(name)).overrides:
                     prefix, key, _ = _split(o)
                     if prefix or _has_key(base, key):
                         upstream.append(o)

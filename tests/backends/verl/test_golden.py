@@ -16,14 +16,13 @@ from ccpo_lab.backends.verl.ray_cluster import main as ray_cluster_main
 from ccpo_lab.backends.verl.ray_cluster import sbatch_section
 from ccpo_lab.backends.verl.runner import describe
 from ccpo_lab.config.sweep import load_sweep
-from ccpo_lab.launch.params import sbatch_text, slurm_parameters
-from ccpo_lab.launch.plan import plan_sweep
-from tests.backends.verl.conftest import REPO, SHIPPED, run_dir, sweep_runs
+from ccpo_lab.launch.params import sbatch_text
+from ccpo_lab.launch.plan import launcher_for, plan_sweep
+from tests.backends.verl.conftest import REPO, SHIPPED, planned, run_dir, sweep_runs
 
 GOLDEN = REPO / "tests" / "golden"
 RESULTS = Path("/results")
-MULTI = ["backend.verl.nnodes=2", "launcher.nodes=2",
-         "backend.verl.ppo_micro_batch_size_per_gpu=16"]
+MULTI = ["backend.verl.nnodes=2", "backend.verl.ppo_micro_batch_size_per_gpu=16"]
 
 
 def check_golden(name: str, text: str) -> None:
@@ -36,10 +35,11 @@ def check_golden(name: str, text: str) -> None:
 
 def commands_text(sweep: str) -> str:
     blocks = []
+    placement = planned(sweep)  # where the sweep's launcher puts task 0 (its CPUs)
     for run in sweep_runs(sweep):
         rd = run_dir(RESULTS, run)
-        cmd = build_command(run, rd.path)
-        assert describe(run, rd) == cmd.render()
+        cmd = build_command(run, rd.path, placement=placement)
+        assert describe(run, rd, placement) == cmd.render()
         lines = [f"## {run.arm} seed {run.seed} (run {run.short_id})", f"cwd {cmd.cwd}"]
         lines += [f"env {k}={v}" for k, v in sorted(cmd.env.items())]
         lines += [f"argv {a}" for a in cmd.argv]
@@ -61,8 +61,7 @@ def test_multi_node_job_script(tmp_path: Path, capsys: pytest.CaptureFixture[str
     sw = load_sweep(REPO / "sweeps" / "alfworld-qwen7b-slurm.yaml", MULTI)
     plan = plan_sweep(sw, tmp_path)
     assert [p.status for p in plan] == ["new"] * 15
-    launcher = sw.config.launcher
-    params = slurm_parameters(launcher, job_name=f"ccpo-{sw.name}")
+    params = launcher_for(sw, RESULTS).parameters()  # type: ignore[attr-defined]
     script = sbatch_text(params, "/results/alfworld-qwen7b/_jobs/%j",
                          "python3 -u -m submitit.core._submit /results/alfworld-qwen7b/_jobs/%j",
                          map_count=15)
@@ -76,5 +75,6 @@ def test_multi_node_job_script(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "#SBATCH --nodes=2" in script and "#SBATCH --gpus-per-node=8" in script
     assert "srun --nodes=1 --ntasks=1 --overlap --gpus-per-node=8 -w gpu-b" in dry
     multi_run = plan[0].run
-    ov = build_command(multi_run, run_dir(RESULTS, multi_run).path).overrides
+    ov = build_command(multi_run, run_dir(RESULTS, multi_run).path,
+                       placement=planned("alfworld-qwen7b-slurm", MULTI)).overrides
     assert "trainer.nnodes=2" in ov and not any(o.startswith("ray_init.num_cpus") for o in ov)

@@ -1,0 +1,34 @@
+"""The base of every launcher's typed settings (the ``launcher`` section of a sweep file).
+
+Each launcher (:mod:`ccpo_lab.launch.registry`) has its own frozen dataclass of settings,
+subclassing :class:`LauncherSettings`, one docstring per field. A sweep's ``launcher``
+section is ``kind`` plus that kind's keys, flat (``launcher.partition=gpu`` on the command
+line); a key of another kind is an error listing the valid ones. Queueing details: never
+part of a run's identity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+Where = Callable[[str], "str | None"]
+"""``where(key_path)``: the file (or ``command line``) a key came from."""
+
+
+@dataclass(frozen=True)
+class LauncherSettings:
+    """Settings of one launcher kind; subclasses add their fields (each with a docstring)."""
+
+    kind: str = field(default="", init=False)
+    """The launcher's registry name (fixed by each subclass; a user sets it as
+    ``launcher.kind`` or ``launcher=KIND``)."""
+
+    moved: ClassVar[Mapping[str, str]] = {}
+    """Keys this kind once had that now live elsewhere -> where (for the error message)."""
+
+    def validate(self, where: Where) -> None:
+        """Raise :class:`~ccpo_lab.errors.UserError` naming the first out-of-range key
+        (``launcher.<field>``); the types are checked before. The base has nothing to check.
+        """

@@ -1,0 +1,15 @@
+"""The environment variables between the verl backend's trainer command and the hooks.
+
+:mod:`ccpo_lab.backends.verl.command` sets them for the trainer and every Ray worker
+(``ray_init.runtime_env.env_vars``); the hooks (:mod:`.verl_agent_io`,
+:mod:`.verl_agent_patches`) read them. Their names are defined here only.
+"""
+
+from __future__ import annotations
+
+ENV_RUN_DIR = "CCPO_LAB_RUN_DIR"
+"""Run directory, read by the hooks (step-1 rollouts, ``run.json``, ``state.json``)."""
+ENV_METRICS = "VERL_FILE_LOGGER_PATH"
+"""verl's file-logger path variable; ccpo-lab's logger writes the same file."""
+ENV_CAPTURE_PHI = "CCPO_LAB_CAPTURE_PHI"
+"""``1``: the reference workers capture the last-prompt-token hidden state."""

@@ -1,0 +1,217 @@
+"""The launcher interface: what every launcher (``inline``, ``local``, ``slurm``...) does.
+
+In the spirit of submitit's layering, a launcher has three faces:
+
+- **executor** (an instance, built from its typed settings, the sweep directory and the
+  run's :class:`~ccpo_lab.placement.Needs`): validation, the resources it gives a run
+  (:meth:`Launcher.placement`), :meth:`Launcher.submit` and :meth:`Launcher.wait`;
+- **job tracker** (class methods, from a run's ``job.json`` alone, so ``status`` and
+  ``cancel`` need nothing but the sweep directory): :meth:`Launcher.query`,
+  :meth:`Launcher.reconcile`, :meth:`Launcher.cancel`;
+- **job environment** (inside the job): the launcher module's ``placement_here()`` says
+  where this task runs (:class:`~ccpo_lab.placement.Placement`); :class:`~ccpo_lab.launch.
+  job.RunJob` hands it to the backend.
+
+Launchers are found by kind through :mod:`ccpo_lab.launch.registry`; nothing else in
+ccpo-lab asks which kind it holds.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+
+from ccpo_lab.config.launcher import LauncherSettings
+from ccpo_lab.errors import UserError
+from ccpo_lab.placement import Needs, Placement
+from ccpo_lab.runs.layout import RunDir, SweepDir
+
+if TYPE_CHECKING:
+    from ccpo_lab.launch.status import RunStatus
+
+T = TypeVar("T")
+
+TERMINAL = ("completed", "failed", "cancelled")
+"""Run states after which nothing more happens without a relaunch."""
+
+
+def parallel(fn: Callable[[Any], T], items: Sequence[Any], workers: int = 8) -> list[T]:
+    """``[fn(x) for x in items]`` on a few threads (run-directory writes wait on fsync)."""
+    if len(items) < 4:
+        return [fn(x) for x in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(workers, len(items))) as ex:
+        return list(ex.map(fn, items))
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    """A run's state as shown, from its own record and its launcher's view."""
+
+    state: str
+    """pending, running, completed, failed, cancelled or requeued."""
+    note: str = ""
+    """Why it differs from the run's own record, and similar hints."""
+    live: bool = False
+    """A job or process is queued or running for the run."""
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What :meth:`Launcher.submit` did."""
+
+    runs: tuple[RunDir, ...]
+    """The runs submitted."""
+    job_ids: tuple[str, ...] = ()
+    """Scheduler ids (Slurm arrays); () when the runs have none."""
+    message: str = ""
+    """One line for the user (what was started, where its logs are)."""
+    detached: bool = False
+    """The runs execute elsewhere: the caller may return without waiting."""
+    record: Mapping[str, Any] = field(default_factory=dict)
+    """Extra fields of the sweep manifest's submission record (pids, queue, slots)."""
+    handle: Any = None
+    """Launcher-private state :meth:`Launcher.wait` needs (not serialised)."""
+
+
+class Monitor(Protocol):
+    """What a launcher's :meth:`~Launcher.wait` shows while runs execute (the caller's)."""
+
+    def start(self, auto_refresh: bool = False) -> None:
+        """Start a live display at a terminal (``auto_refresh``: it re-reads the runs
+        itself, for a caller that blocks)."""
+
+    def stop(self) -> None:
+        """Stop the live display."""
+
+    def refresh(self) -> bool:
+        """Re-read the runs and update the display; True once every run is finished."""
+
+    def note(self, text: str) -> None:
+        """A progress line (printed only when there is no live display)."""
+
+    def is_live(self) -> bool:
+        """Whether a live display is showing (a terminal)."""
+
+
+class Launcher(ABC):
+    """Executes the runs of a sweep somewhere; see the module docstring.
+
+    A subclass sets :attr:`kind` and :attr:`settings_class`, implements :meth:`submit`
+    and :meth:`placement`, and overrides the trackers its scheduler needs. Its module
+    defines ``placement_here() -> Placement`` (passed to :class:`~ccpo_lab.launch.job.
+    RunJob`). Register it in :mod:`ccpo_lab.launch.registry`.
+    """
+
+    kind: ClassVar[str]
+    """Registry name (``launcher.kind``)."""
+    settings_class: ClassVar[type[LauncherSettings]]
+    """The frozen dataclass of this kind's settings."""
+    max_nodes: ClassVar[int | None] = 1
+    """Most nodes one run may span under this launcher (None: no limit)."""
+    poll_s: ClassVar[float] = 2.0
+    """Seconds between two looks at the runs while waiting."""
+    scheduled: ClassVar[bool] = False
+    """Whether jobs have a scheduler state (:meth:`query` asks it)."""
+
+    def __init__(self, settings: LauncherSettings, sweep_dir: str | Path, *, name: str,
+                 needs: Needs) -> None:
+        if not isinstance(settings, self.settings_class):
+            raise TypeError(f"{type(self).__name__} needs {self.settings_class.__name__}, "
+                            f"got {type(settings).__name__}")
+        self.settings = settings
+        """This kind's settings."""
+        self.sweep = SweepDir(Path(sweep_dir))
+        """The sweep's results directory."""
+        self.name = name
+        """The sweep's name (job names)."""
+        self.needs = needs
+        """What each run needs, as its backend declares it."""
+
+    # ------------------------------------------------------------ before anything is written
+    def check(self) -> None:
+        """Refuse needs this launcher cannot meet (no machine is asked; ``--dry-run`` too)."""
+        if self.max_nodes is not None and self.needs.nodes > self.max_nodes:
+            raise UserError(f"a run needs {self.needs.nodes} nodes (its backend says so), and "
+                            f"the {self.kind} launcher gives at most {self.max_nodes}",
+                            key="launcher.kind", value=self.kind,
+                            valid="a launcher that spans nodes (slurm)")
+
+    def prepare(self) -> None:  # noqa: B027 - optional hook, nothing to check by default
+        """Checks against this machine or cluster, right before submitting (nothing is
+        written yet)."""
+
+    @abstractmethod
+    def placement(self) -> Placement:
+        """The placement a run's task 0 will get, as planned (no hosts yet): what the
+        backend's dry-run command is built from."""
+
+    @abstractmethod
+    def resources(self) -> str:
+        """One line: what each run is given (``plan`` and ``sweep`` print it)."""
+
+    def parallel_runs(self) -> int:
+        """How many runs may execute at once."""
+        return 1
+
+    def machine_checks(self) -> list[tuple[str, str, str]]:
+        """``(name, ok|FIX|skip, detail)`` lines for ``ccpo-lab doctor``: is this machine
+        ready to launch with these settings?"""
+        return [(f"{self.kind} launcher", "ok", self.resources())]
+
+    # ------------------------------------------------------------ submitting
+    @abstractmethod
+    def submit(self, runs: Sequence[RunDir], *, wait: bool) -> Submission:
+        """Submit ``runs`` (any runs of the sweep, e.g. seeds added later); record each
+        run's ``job.json``. With ``wait`` the caller then calls :meth:`wait`."""
+
+    def wait(self, submission: Submission, monitor: Monitor) -> None:
+        """Return once every run is finished (or on Ctrl-C), showing ``monitor``."""
+        monitor.start()
+        try:
+            while not monitor.refresh():
+                time.sleep(self.poll_s)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            monitor.stop()
+
+    # ------------------------------------------------------------ inside the job
+    @classmethod
+    def detect(cls) -> Placement | None:
+        """The placement of this process when it runs inside one of this launcher's jobs
+        (a hand-written job script included), else None."""
+        return None
+
+    # ------------------------------------------------------------ tracking, from job.json
+    @classmethod
+    def query(cls, jobs: Sequence[Mapping[str, Any]]) -> dict[str, str] | None:
+        """The scheduler's state of each job id of ``jobs`` (records of ``job.json``), in one
+        short query; {} when the scheduler has nothing to say, None when it cannot be asked."""
+        return {}
+
+    @classmethod
+    def reconcile(cls, file_state: str, job: Mapping[str, Any], sched: str | None,
+                  state: Mapping[str, Any]) -> Reconciled:
+        """The state to show, from the run's own ``state.json`` (``file_state``, ``state``),
+        its ``job.json`` record and the scheduler's state of its job (``sched``)."""
+        if file_state in TERMINAL:
+            return Reconciled(file_state)
+        return Reconciled(file_state, "" if file_state == "pending" else "no launcher record")
+
+    @classmethod
+    def job_label(cls, job: Mapping[str, Any], state: Mapping[str, Any]) -> str | None:
+        """The job id shown for a run (None: none)."""
+        value = job.get("job_id")
+        return None if value is None else str(value)
+
+    @classmethod
+    def cancel(cls, rows: Sequence[RunStatus]) -> tuple[list[tuple[RunStatus, str]], list[str]]:
+        """Stop the unfinished ``rows`` of this launcher. Returns ``[(row, how)]`` and
+        problems; the caller then marks every row ``cancelled``."""
+        return [(r, "marked cancelled") for r in rows], []
