@@ -26,7 +26,7 @@ import numpy as np
 from scipy import special
 
 from ccpo_lab.adaptive.design import AdaptiveDesign
-from ccpo_lab.adaptive.state import SEEDS_NEEDED_MAX, AdaptiveState, Decision, Look
+from ccpo_lab.adaptive.state import SEEDS_NEEDED_MAX, Action, AdaptiveState, Decision, Look
 from ccpo_lab.stats.compare import Comparison, compare_arms
 from ccpo_lab.stats.sequential import (
     alpha_spent,
@@ -161,17 +161,39 @@ def decide_look(state: AdaptiveState, scores: Scores) -> Look:
                          f"{what}")
     assigned = state.assigned_seeds()
     comps = design.comparisons
-    m = len(comps)
     last = state.last_decisions()
     rejected = np.array([c in last and last[c].action in ("better", "worse") for c in comps])
-    tested: dict[tuple[str, str], list[Decision]] = {c: [] for c in comps}
+    opened = _open_comparisons(state, scores, assigned)
+    nom_now, nom_final, p, testable = _nominal_levels(opened, design)
+    now, family = step_down(p, testable, rejected[None, :], nom_now)
+    decisions: list[Decision] = []
+    continuing: list[tuple[str, str]] = []
+    for o in opened:
+        open_now = int(len(comps) - rejected.sum() - now.sum())
+        r = int(family[0, o.index]) if o.testable else open_now
+        d = _decide_one(o, comps[o.index], design, r, bool(now[0, o.index]),
+                        nom_now[0, o.index, r - 1], nom_final[0, o.index, r - 1])
+        if d.action == "continue":
+            continuing.append(d.key)
+        decisions.append(d)
+    add = _seeds_to_add(design, assigned, continuing)
+    used = {a: tuple(sorted(int(s) for s in _arm_values(a, assigned[a], scores)[1]))
+            for a in design.arms}
+    return Look(index=len(state.looks) + 1, seeds=used, decisions=tuple(decisions), add=add)
+
+
+def _open_comparisons(state: AdaptiveState, scores: Scores,
+                      assigned: Mapping[str, tuple[int, ...]]) -> list[_Open]:
+    """This look's test of every comparison not closed by an earlier look."""
+    design = state.design
+    last = state.last_decisions()
+    tested: dict[tuple[str, str], list[Decision]] = {c: [] for c in design.comparisons}
     for look in state.looks:
         for d in look.decisions:
             if d.p_value is not None:
                 tested[d.key].append(d)
-
     opened: list[_Open] = []
-    for i, key in enumerate(comps):
+    for i, key in enumerate(design.comparisons):
         if key in last and last[key].closed:
             continue
         arm, base = key
@@ -193,8 +215,18 @@ def decide_look(state: AdaptiveState, scores: Scores) -> Look:
             if grew:
                 sizes = (*sizes, now_size)
         opened.append(_Open(i, c, se, va, vb, sizes, final, testable))
+    return opened
 
-    # nominal levels at this look and at the planned final look, per family size r
+
+def _nominal_levels(opened: list[_Open], design: AdaptiveDesign
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Nominal levels at this look and at the planned final look, per family size r.
+
+    Returns ``(nom_now (1, m, m), nom_final (1, m, m), p (1, m), testable (1, m))`` for
+    ``m`` comparisons; entry ``[0, i, r - 1]`` is comparison ``i``'s level in a family of
+    ``r`` open hypotheses.
+    """
+    m = len(design.comparisons)
     alphas = [design.alpha / r for r in range(1, m + 1)]
     nom_now = np.zeros((1, m, m))
     nom_final = np.zeros((1, m, m))
@@ -216,63 +248,56 @@ def decide_look(state: AdaptiveState, scores: Scores) -> Look:
             nom_now[0, o.index] = plan[:, len(o.sizes) - 1]
         p[0, o.index] = o.cmp.p_value
         testable[0, o.index] = True
-    now, family = step_down(p, testable, rejected[None, :], nom_now)
+    return nom_now, nom_final, p, testable
 
-    decisions: list[Decision] = []
-    continuing: list[tuple[str, str]] = []
-    for o in opened:
-        key = comps[o.index]
-        c = o.cmp
-        r = int(family[0, o.index]) if o.testable else int(m - rejected.sum() - now.sum())
-        level = design.alpha / r
-        spent = nominal = bound = final_level = None
-        needed: int | None = None
-        if o.testable:
-            nominal = float(nom_now[0, o.index, r - 1])
-            bound = _opt(float(t_boundary(nominal, c.df)))
-            fraction = 1.0 if o.final else min(o.information / design.max_seeds, 1.0)
-            spent = float(alpha_spent([fraction], level, design.spending)[0])
-            final_level = float(nom_final[0, o.index, r - 1])
-            needed = seeds_needed_at(abs(c.diff), o.var_a, o.var_b, final_level, design.power,
-                                     SEEDS_NEEDED_MAX)
-        stat = _stat_text(c, nominal, bound)
-        if o.testable and now[0, o.index]:
-            action = "better" if c.diff > 0 else "worse"
-            reason = f"{stat}: rejected at level alpha/{r} = {level:.3g} ({spent:.3g} spent)"
-        elif o.final:
-            action = "unresolved"
-            reason = (f"{stat} at the last look ({design.max_seeds} seeds per arm)"
-                      if o.testable else _untested(c, last_look=True))
-            reason += _needed_text(needed, design.max_seeds, c)
-        elif o.testable and design.futility and bool(futile(
-                c.diff, o.se, c.df, o.var_a, o.var_b, design.max_seeds, final_level,
-                design.power, design.futility_confidence)):
-            action = "futile"
-            q = float(special.stdtrit(c.df, design.futility_confidence))
-            optimistic = abs(c.diff) + q * o.se
-            pw = float(t_test_power(optimistic, o.var_a, o.var_b, design.max_seeds,
-                                    final_level))
-            reason = (f"{stat}; even a difference of {optimistic:.3g} (the one-sided "
-                      f"{design.futility_confidence:g} bound) has power {pw:.2f} < "
-                      f"{design.power:g} at {design.max_seeds} seeds"
-                      + _needed_text(needed, design.max_seeds, c))
-        else:
-            action = "continue"
-            reason = stat if o.testable else _untested(c, last_look=False)
-        if action == "continue":
-            continuing.append(key)
-        decisions.append(Decision(
-            arm=key[0], baseline=key[1], action=action, reason=reason, test=c.test,
-            n_x=c.n_x, n_y=c.n_y, n_pairs=c.n_pairs, information=o.information,
-            diff=_opt(c.diff), t=_opt(c.t), df=_opt(c.df),
-            p_value=_opt(c.p_value) if o.testable else None, level=level,
-            alpha_spent=spent, nominal=nominal, boundary_t=bound, seeds_needed=needed,
-            final=o.final))
 
-    add = _seeds_to_add(design, assigned, continuing)
-    used = {a: tuple(sorted(int(s) for s in _arm_values(a, assigned[a], scores)[1]))
-            for a in design.arms}
-    return Look(index=len(state.looks) + 1, seeds=used, decisions=tuple(decisions), add=add)
+def _decide_one(o: _Open, key: tuple[str, str], design: AdaptiveDesign, r: int,
+                rejected_now: bool, nom_now: float, nom_final: float) -> Decision:
+    """The decision of one open comparison in a family of ``r`` open hypotheses."""
+    c = o.cmp
+    level = design.alpha / r
+    spent = nominal = bound = final_level = None
+    needed: int | None = None
+    if o.testable:
+        nominal = float(nom_now)
+        bound = _opt(float(t_boundary(nominal, c.df)))
+        fraction = 1.0 if o.final else min(o.information / design.max_seeds, 1.0)
+        spent = float(alpha_spent([fraction], level, design.spending)[0])
+        final_level = float(nom_final)
+        needed = seeds_needed_at(abs(c.diff), o.var_a, o.var_b, final_level, design.power,
+                                 SEEDS_NEEDED_MAX)
+    stat = _stat_text(c, nominal, bound)
+    action: Action
+    if o.testable and rejected_now:
+        action = "better" if c.diff > 0 else "worse"
+        reason = f"{stat}: rejected at level alpha/{r} = {level:.3g} ({spent:.3g} spent)"
+    elif o.final:
+        action = "unresolved"
+        reason = (f"{stat} at the last look ({design.max_seeds} seeds per arm)"
+                  if o.testable else _untested(c, last_look=True))
+        reason += _needed_text(needed, design.max_seeds, c)
+    elif o.testable and final_level is not None and design.futility and bool(futile(
+            c.diff, o.se, c.df, o.var_a, o.var_b, design.max_seeds, final_level,
+            design.power, design.futility_confidence)):
+        action = "futile"
+        q = float(special.stdtrit(c.df, design.futility_confidence))
+        optimistic = abs(c.diff) + q * o.se
+        pw = float(t_test_power(optimistic, o.var_a, o.var_b, design.max_seeds,
+                                final_level))
+        reason = (f"{stat}; even a difference of {optimistic:.3g} (the one-sided "
+                  f"{design.futility_confidence:g} bound) has power {pw:.2f} < "
+                  f"{design.power:g} at {design.max_seeds} seeds"
+                  + _needed_text(needed, design.max_seeds, c))
+    else:
+        action = "continue"
+        reason = stat if o.testable else _untested(c, last_look=False)
+    return Decision(
+        arm=key[0], baseline=key[1], action=action, reason=reason, test=c.test,
+        n_x=c.n_x, n_y=c.n_y, n_pairs=c.n_pairs, information=o.information,
+        diff=_opt(c.diff), t=_opt(c.t), df=_opt(c.df),
+        p_value=_opt(c.p_value) if o.testable else None, level=level,
+        alpha_spent=spent, nominal=nominal, boundary_t=bound, seeds_needed=needed,
+        final=o.final)
 
 
 def _seeds_to_add(

@@ -321,6 +321,31 @@ def default_design(arms: Sequence[str], **overrides: object) -> AdaptiveDesign:
     return AdaptiveDesign(**fields)  # type: ignore[arg-type]
 
 
+def _print_scenarios(arms: list[str], studies: int, rho: float,
+                     rng: np.random.Generator) -> None:
+    """Figures of every design variant under the README's true-difference scenarios."""
+    sd_d = np.sqrt(2.0 * (1.0 - rho))  # sd of a paired difference (sd = 1)
+    scenarios = (("null: a, b, c = ref", (0.0, 0.0, 0.0)),
+                 ("a +0.8, b +1.2, c = ref", (0.8, 1.2, 0.0)),
+                 ("a, b, c +0.7", (0.7, 0.7, 0.7)),
+                 ("a, b, c +1.0", (1.0, 1.0, 1.0)),
+                 ("a, b, c +1.4", (1.4, 1.4, 1.4)))
+    for title, eff in scenarios:
+        means = [0.0, *(e * sd_d for e in eff)]
+        print(f"\n== 3 comparisons vs ref, {title}")
+        print(f"{'design':42s} {'FWER ad/fixed':>13s}  {'power ad/fixed12 per comparison':>32s}"
+              f"  {'seeds ad/fixed':>14s}  {'fixed at equal cost':>24s}  futile")
+        for name, over in VARIANTS:
+            f = figures(default_design(arms, **over), means, arms, studies, rng,
+                        rho=rho)
+            pw = " ".join("  -  " if np.isnan(a) else f"{a:.3f}/{b:.3f}" for a, b in f.power)
+            eq = " ".join("  -  " if np.isnan(x) else f"{x:.3f}" for x in f.equal_cost_power)
+            fr = " ".join(f"{x:.2f}" for x in f.futile_rate)
+            print(f"{name:42s} {f.false_claim_rate[0]:.4f}/{f.false_claim_rate[1]:.4f}  "
+                  f"{pw:>32s}  {f.mean_seeds[0]:6.1f}/{f.mean_seeds[1]:5.0f}  "
+                  f"{f.equal_cost_seeds:2d} seeds: {eq:>17s}  {fr}")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Print the README's figures: the default design (3 seeds, +3 per look, max 12) and
     variants, against the fixed 12-seed design, on the same simulated studies."""
@@ -363,26 +388,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         fx = float((fixed_design(d, sc, arms) != 0).any(axis=1).mean())
         print(f"{name:55s} FWER adaptive {ad:.4f}   fixed 12 seeds {fx:.4f}")
 
-    sd_d = np.sqrt(2.0 * (1.0 - args.rho))  # sd of a paired difference (sd = 1)
-    scenarios = (("null: a, b, c = ref", (0.0, 0.0, 0.0)),
-                 ("a +0.8, b +1.2, c = ref", (0.8, 1.2, 0.0)),
-                 ("a, b, c +0.7", (0.7, 0.7, 0.7)),
-                 ("a, b, c +1.0", (1.0, 1.0, 1.0)),
-                 ("a, b, c +1.4", (1.4, 1.4, 1.4)))
-    for title, eff in scenarios:
-        means = [0.0, *(e * sd_d for e in eff)]
-        print(f"\n== 3 comparisons vs ref, {title}")
-        print(f"{'design':42s} {'FWER ad/fixed':>13s}  {'power ad/fixed12 per comparison':>32s}"
-              f"  {'seeds ad/fixed':>14s}  {'fixed at equal cost':>24s}  futile")
-        for name, over in VARIANTS:
-            f = figures(default_design(arms, **over), means, arms, args.studies, rng,
-                        rho=args.rho)
-            pw = " ".join("  -  " if np.isnan(a) else f"{a:.3f}/{b:.3f}" for a, b in f.power)
-            eq = " ".join("  -  " if np.isnan(x) else f"{x:.3f}" for x in f.equal_cost_power)
-            fr = " ".join(f"{x:.2f}" for x in f.futile_rate)
-            print(f"{name:42s} {f.false_claim_rate[0]:.4f}/{f.false_claim_rate[1]:.4f}  "
-                  f"{pw:>32s}  {f.mean_seeds[0]:6.1f}/{f.mean_seeds[1]:5.0f}  "
-                  f"{f.equal_cost_seeds:2d} seeds: {eq:>17s}  {fr}")
+    _print_scenarios(arms, args.studies, args.rho, rng)
     print(f"\n({time.perf_counter() - t0:.0f} s)")
 
 

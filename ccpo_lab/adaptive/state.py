@@ -129,7 +129,9 @@ class Decision:
     def verdict(self) -> Literal["better", "worse", "unresolved"]:
         """The report's one word (:data:`ccpo_lab.stats.VerdictLabel`): better, worse, or
         unresolved for everything else (futile, unresolved, still continuing)."""
-        return self.action if self.action in ("better", "worse") else "unresolved"  # type: ignore[return-value]
+        if self.action == "better" or self.action == "worse":
+            return self.action
+        return "unresolved"
 
     def verdict_text(self) -> str:
         """``better``, ``worse``, ``unresolved (futile: about N seeds needed)``,

@@ -61,7 +61,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -430,6 +430,7 @@ def _calibrated(
 ) -> tuple[tuple[float, ...], ...]:
     info = information(sizes, test)
     width = max(int(np.ceil(max_information)), max(max(a, b) for a, b in sizes))
+    ev: NDArray[np.floating[Any]]
     if test == "paired":
         ev = _paired_null_paths(width, tuple(a for a, _ in sizes))
     else:
