@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ccpo_lab.report.discover import FoundRun
+from ccpo_lab.runs.layout import RunDir
 from ccpo_lab.runs.metrics import MetricsFormatError, read_metrics
 
 Series = tuple[np.ndarray, np.ndarray]
@@ -42,6 +43,12 @@ ALL_METRIC = "val/success_rate"
 VAL_TURNS = "val/length/mean"
 TRAIN_TURNS = "episode/length/mean"
 N_EPISODES = "val/n_episodes"
+TASK_COLUMNS: tuple[str, ...] = (*(col for col, _ in TASKS), "All", "Turns")
+"""Columns of the per-task-type table."""
+COLUMN_METRIC: dict[str, str] = {
+    **{col: m for (col, _), m in zip(TASKS, TASK_METRICS, strict=True)},
+    "All": ALL_METRIC, "Turns": VAL_TURNS}
+"""The metric of each column of :data:`TASK_COLUMNS`."""
 
 
 @dataclass(frozen=True)
@@ -240,9 +247,10 @@ def load_run(found: FoundRun, metrics: Sequence[str]) -> RunData:
     Also reads, when logged, the per-task success rates, held-out turns (falling back to
     training turns, flagged) and ``val/n_episodes``.
     """
-    run = _read_json(found.path / "run.json")
-    state = _read_json(found.path / "state.json")
-    cfg = read_config_sections(found.path / "config.yaml")
+    rd = RunDir(found.path)
+    run = _read_json(rd.run_json)
+    state = _read_json(rd.state_json)
+    cfg = read_config_sections(rd.config_yaml)
     imported = run.get("imported") if isinstance(run.get("imported"), dict) else {}
     protocol = cfg.get("protocol") if isinstance(cfg.get("protocol"), dict) else None
     backend = cfg.get("backend") if isinstance(cfg.get("backend"), dict) else {}
@@ -262,10 +270,10 @@ def load_run(found: FoundRun, metrics: Sequence[str]) -> RunData:
         protocol=protocol, total_steps=total, n_episodes=episodes, state=state.get("state"),
         note=found.superseded_note)
     try:
-        series, last = read_series(found.path / "metrics.jsonl", names)
+        series, last = read_series(rd.metrics, names)
         from_training = False
         if VAL_TURNS not in series and last is not None:
-            train, _ = read_series(found.path / "metrics.jsonl", [TRAIN_TURNS])
+            train, _ = read_series(rd.metrics, [TRAIN_TURNS])
             if TRAIN_TURNS in train:
                 series[VAL_TURNS] = train[TRAIN_TURNS]
                 from_training = True

@@ -138,7 +138,7 @@ def _simulated_coverage(n: int, confidence: float, trials: int, reps: int,
         idx = rng.integers(0, n, size=(chunk.size, reps, n), dtype=np.int16)
         means = np.take_along_axis(x[:, None, :], idx, axis=2).mean(axis=2)
         lo, hi = np.quantile(means, [(1 - confidence) / 2, (1 + confidence) / 2], axis=1)
-        hits += int(((lo <= 0.0) & (0.0 <= hi)).sum())
+        hits += int(((lo <= 0.0) & (hi >= 0.0)).sum())
     return hits / trials
 
 
