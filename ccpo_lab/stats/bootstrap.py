@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -171,14 +172,23 @@ def bootstrap_min_runs(confidence: float = 0.95, n_strata: int = 1,
     Returns:
         The run count (``n_max`` if none below it qualifies).
     """
-    c = check_confidence(confidence)
-    target = 1.0 - float(miss_ratio) * (1.0 - c)
-    ns = np.arange(2, int(n_max) + 1, dtype=np.float64)
+    return _min_runs(check_confidence(confidence), max(int(n_strata), 1), float(miss_ratio),
+                     int(n_max))
+
+
+@lru_cache(maxsize=64)
+def _min_runs(c: float, n_strata: int, miss_ratio: float, n_max: int) -> int:
+    target = 1.0 - miss_ratio * (1.0 - c)
     z = float(special.ndtri(0.5 + c / 2.0))
-    df = max(int(n_strata), 1) * (ns - 1.0)
-    cov = 2.0 * special.stdtr(df, z * np.sqrt((ns - 1.0) / ns)) - 1.0
-    hit = np.flatnonzero(cov >= target - 1e-12)
-    return int(ns[hit[0]]) if hit.size else int(n_max)
+    start = 2
+    while start <= n_max:  # blocks of 256: the answer is small for any usual level
+        ns = np.arange(start, min(start + 256, n_max + 1), dtype=np.float64)
+        cov = 2.0 * special.stdtr(n_strata * (ns - 1.0), z * np.sqrt((ns - 1.0) / ns)) - 1.0
+        hit = np.flatnonzero(cov >= target - 1e-12)
+        if hit.size:
+            return int(ns[hit[0]])
+        start += 256
+    return n_max
 
 
 def _row_mean(samples: NDArray[np.float64]) -> NDArray[np.float64]:
