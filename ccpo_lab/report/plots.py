@@ -275,7 +275,7 @@ def draw_aggregates(report: Report) -> Figure:
         _interval_row(ax_mean, i, a.mean, a.ci_t, colors[a.arm], scale)
         _interval_row(ax_iqm, i, a.iqm, a.ci_iqm, colors[a.arm], 100.0)
         seeds = profile_scores(report, a.arm)
-        if a.iqm is not None and seeds.shape[1] > 1:
+        if a.iqm is not None and a.ci_iqm[0] is None and seeds.shape[1] > 1:  # no interval
             from ccpo_lab.stats import aggregate_iqm
 
             per_seed = [aggregate_iqm(row[None, :]) for row in seeds]
@@ -288,7 +288,7 @@ def draw_aggregates(report: Report) -> Figure:
     ax_mean.set_yticks(range(len(arms)), [a.arm for a in arms])
     ax_mean.invert_yaxis()
     ax_mean.set_title(f"mean, {lv} t interval")
-    iqm_title = f"IQM, {lv} stratified bootstrap interval; | each seed"
+    iqm_title = f"IQM, {lv} stratified bootstrap interval"
     if not any(a.ci_iqm[0] is not None for a in arms):
         iqm_title = (f"IQM (○), each seed's IQM (|); no interval below "
                      f"{model.iqm_bootstrap_min_seeds} seeds")
@@ -360,7 +360,6 @@ def draw_profile(report: Report) -> Figure:
                  layout="constrained")
     ax = fig.subplots()
     per_task = False
-    hi = 1.0
     all_scores = {arm: profile_scores(report, arm) for arm in report.arms}
     hi = max([1.0] + [float(np.nanmax(s)) for s in all_scores.values() if s.size])
     taus = np.linspace(0.0, hi, 201)
@@ -370,11 +369,11 @@ def draw_profile(report: Report) -> Figure:
         per_task = per_task or s.shape[1] > 1
         ax.step(scale * taus, performance_profile(s, taus), where="post", color=colors[arm],
                 lw=1.4, label=f"{arm} ({s.shape[0]} seeds)")
-    what = "(seed, task type) scores" if per_task else "seeds"
+    what = "seed × task type" if per_task else "seed"
     ax.set_xlabel(f"threshold τ{' (%)' if scale == 100.0 else ''}")
-    ax.set_ylabel(f"fraction of {what} > τ")
+    ax.set_ylabel("fraction of scores > τ")
     ax.set_ylim(-0.02, 1.02)
-    ax.set_title("performance profile")
+    ax.set_title(f"performance profile (one score per {what})")
     fig.legend(loc="outside lower center", ncol=2, frameon=False, fontsize=6.5)
     return fig
 

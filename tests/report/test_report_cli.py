@@ -140,3 +140,22 @@ def test_user_errors(study: Path, capsys: pytest.CaptureFixture[str], args: list
     assert main(["report", str(study), *args]) == 2
     cap = capsys.readouterr()
     assert cap.out == "" and message in cap.err and len(cap.err.strip().splitlines()) == 1
+
+
+def test_out_for_one_arm_and_a_metric_that_is_not_a_rate(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]
+                                                          ) -> None:
+    from tests.report.builders import init_sweep, log_evals, sweep_file
+
+    _, sweep_dir, rds = init_sweep(sweep_file(tmp_path, arms=("grpo",)), tmp_path / "results")
+    for (_, seed), rd in rds.items():
+        log_evals(rd, {0: 0.25, 20: 0.5 + 0.1 * seed, 30: 0.625},
+                  turns={0: 12.0, 20: 10.0 + seed, 30: 9.5})
+    out = tmp_path / "rep"
+    assert main(["report", str(sweep_dir), "--out", str(out), "--no-sync",
+                 "--metric", "val/length/mean"]) == 0
+    md = (out / "report.md").read_text()
+    assert "| grpo (ref.) | 10.25 |" in md and "(%)" not in md.split("\n## ")[1]
+    assert {p.suffix for p in out.iterdir()} == {".md", ".tex", ".json", ".csv", ".png",
+                                                 ".pdf"}
+    capsys.readouterr()
