@@ -204,19 +204,22 @@ def _run_notes(runs: Mapping[tuple[str, int], RunData], s: ReportSettings) -> li
 
     notes = []
     for r in runs.values():
-        who = {"kind": "run", "arm": r.arm, "seed": r.seed}
+        def run_note(text: str, file: str | None = None, line: int | None = None,
+                     r: RunData = r) -> Note:
+            return Note(text, kind="run", arm=r.arm, seed=r.seed, file=file, line=line)
+
         if r.note:
-            notes.append(Note(r.note, **who))
+            notes.append(run_note(r.note))
         if r.error:
             m = _LINE.search(r.error)
-            notes.append(Note(f"{r.arm} seed {r.seed}: unreadable metrics, left out: {r.error}",
-                              **who, file=str(RunDir(r.path).metrics),
-                              line=int(m.group(1)) if m else None))
+            notes.append(run_note(f"{r.arm} seed {r.seed}: unreadable metrics, left out: "
+                                  f"{r.error}", file=str(RunDir(r.path).metrics),
+                                  line=int(m.group(1)) if m else None))
         elif s.metric not in r.series:
-            notes.append(Note(f"{r.arm} seed {r.seed}: no {s.metric} logged yet", **who))
+            notes.append(run_note(f"{r.arm} seed {r.seed}: no {s.metric} logged yet"))
         if r.total_steps is None:
-            notes.append(Note(f"{r.arm} seed {r.seed}: final step unknown (no configuration); "
-                              "interim flag not checked", **who))
+            notes.append(run_note(f"{r.arm} seed {r.seed}: final step unknown (no "
+                                  "configuration); interim flag not checked"))
     train: dict[str, list[int]] = {}
     for r in runs.values():
         if r.turns_from_training:

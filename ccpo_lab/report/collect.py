@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -144,6 +144,7 @@ def read_config_sections(path: Path) -> dict[str, Any]:
     return out
 
 
+_loads: Callable[[bytes | str], Any]
 try:  # verl's own file logger writes with orjson (a verl dependency); 6x faster to read
     from orjson import loads as _loads
 except ImportError:  # pragma: no cover - json is the fallback
@@ -237,6 +238,12 @@ def _read_json(path: Path) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
+def _section(doc: dict[str, Any], key: str) -> dict[str, Any]:
+    """``doc[key]`` when it is a mapping, else {}."""
+    v = doc.get(key)
+    return v if isinstance(v, dict) else {}
+
+
 def _as_int(v: Any) -> int | None:
     return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
@@ -251,10 +258,10 @@ def load_run(found: FoundRun, metrics: Sequence[str]) -> RunData:
     run = _read_json(rd.run_json)
     state = _read_json(rd.state_json)
     cfg = read_config_sections(rd.config_yaml)
-    imported = run.get("imported") if isinstance(run.get("imported"), dict) else {}
-    protocol = cfg.get("protocol") if isinstance(cfg.get("protocol"), dict) else None
-    backend = cfg.get("backend") if isinstance(cfg.get("backend"), dict) else {}
-    runtime = cfg.get("backend_runtime") if isinstance(cfg.get("backend_runtime"), dict) else {}
+    imported = _section(run, "imported")
+    protocol = _section(cfg, "protocol") if isinstance(cfg.get("protocol"), dict) else None
+    backend = _section(cfg, "backend")
+    runtime = _section(cfg, "backend_runtime")
     kind = backend.get("kind") or run.get("backend")
     model = ((runtime.get("model_path") or (backend.get("verl") or {}).get("model_path"))
              if kind == "verl" else None)
@@ -262,7 +269,7 @@ def load_run(found: FoundRun, metrics: Sequence[str]) -> RunData:
         or _as_int(state.get("total_steps"))
     episodes = _as_int((protocol or {}).get("val_batch_size")) \
         or _as_int(imported.get("val_episodes"))
-    step1 = run.get("step1") if isinstance(run.get("step1"), dict) else {}
+    step1 = _section(run, "step1")
     names = list(dict.fromkeys([*metrics, ALL_METRIC, *TASK_METRICS, VAL_TURNS, N_EPISODES]))
     base: dict[str, Any] = dict(
         arm=found.arm, seed=found.seed, path=found.path, run_id=run.get("run_id"),

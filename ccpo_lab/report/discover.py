@@ -70,7 +70,7 @@ def discover_runs(sweep_dir: str | Path) -> list[FoundRun]:
             continue
         key = (d.parent.name, int(m.group(1)))
         found.setdefault(key, []).append((int(m.group(2) or 1), d))
-    out = []
+    out: list[FoundRun] = []
     for (arm, seed), dirs in sorted(found.items()):
         dirs.sort()
         names = tuple(p.name for _, p in dirs)

@@ -42,7 +42,8 @@ WIDE_IN = 6.75
 NARROW_IN = 3.2
 """Width of a one-column figure (two-column \\columnwidth ~ 3.2-3.3 in)."""
 DPI = 300
-STYLE = {"font.size": 7.5, "axes.titlesize": 8, "axes.labelsize": 7.5, "legend.fontsize": 7,
+STYLE: dict[Any, Any] = {
+         "font.size": 7.5, "axes.titlesize": 8, "axes.labelsize": 7.5, "legend.fontsize": 7,
          "xtick.labelsize": 7, "ytick.labelsize": 7, "axes.spines.top": False,
          "axes.spines.right": False, "pdf.fonttype": 42, "ps.fonttype": 42,
          "axes.grid": True, "grid.alpha": 0.25, "grid.linewidth": 0.5,

@@ -199,9 +199,7 @@ def _params(rd: RunDir, run: Mapping[str, Any]) -> dict[str, str]:
 
 def _tags(rd: RunDir, run: Mapping[str, Any], state: Mapping[str, Any], arm: str, seed: int,
           root: Path) -> dict[str, str]:
-    step1 = run.get("step1") if isinstance(run.get("step1"), dict) else {}
-    est = run.get("estimator") if isinstance(run.get("estimator"), dict) else {}
-    git = run.get("git") if isinstance(run.get("git"), dict) else {}
+    step1, est, git = (_section(run, k) for k in ("step1", "estimator", "git"))
     tags = {KIND: "run", RUN_ID: str(run.get("run_id")), ARM_TAG: arm,
             "ccpo_lab.seed": str(seed), "ccpo_lab.estimator": str(est.get("name", "")),
             "ccpo_lab.git_commit": str(git.get("commit") or ""),
@@ -212,6 +210,12 @@ def _tags(rd: RunDir, run: Mapping[str, Any], state: Mapping[str, Any], arm: str
             "ccpo_lab.times": "import time (no training times recorded)"
             if run.get("imported") else ""}
     return {k: v for k, v in tags.items() if v}
+
+
+def _section(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """``doc[key]`` when it is a mapping, else {}."""
+    v = doc.get(key)
+    return v if isinstance(v, Mapping) else {}
 
 
 def _batches(rows: list[dict[str, Any]], after: int, base_ms: int) -> Iterator[tuple[list, int]]:
@@ -489,7 +493,7 @@ def _sync(root: Path, manifest: Mapping[str, Any], uri: str, local: bool,
         if rows:
             last_steps.append(max(int(r["step"]) for r in rows))
     parent = client.get_run(pid)
-    sweep_doc = manifest.get("config") if isinstance(manifest.get("config"), dict) else manifest
+    sweep_doc = _section(manifest, "config") or manifest
     _log_new_params(client, parent, flatten({k: v for k, v in sweep_doc.items()
                                              if k not in ("arms_dir",)}))
     desc = description(manifest, key, report)
