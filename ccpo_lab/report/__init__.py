@@ -12,5 +12,5 @@
   :mod:`.plots` (figures), :mod:`.output` (stdout and ``--out``).
 
 Imports go one way (numbers/model <- analysis, comparisons <- tables/latex/plots <- output);
-``tests/report/test_imports.py`` checks there is no cycle.
+main's ``tests/test_architecture.py`` checks there is no cycle.
 """

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ccpo_lab.report.model import ArmRow, ComparisonRow
-from ccpo_lab.report.numbers import NO_INTERVAL, interval, num, rng_for
+from ccpo_lab.report.numbers import NO_INTERVAL, Pair, interval, num, rng_for
 from ccpo_lab.report.settings import ReportSettings
 
 N_MAX = 1000
@@ -60,6 +60,20 @@ def verdict_text(label: str, needed: int | None, resolvable: bool, assumed: bool
     return "unresolved"
 
 
+def _improvement(x: np.ndarray, y: np.ndarray, arm: str, s: ReportSettings,
+                 boot_min: int) -> tuple[float, Pair]:
+    """P(X > Y) over seeds, and its bootstrap interval when both arms have ``boot_min``
+    seeds (below that it cannot reach the level: none is given)."""
+    from ccpo_lab.stats import probability_of_improvement, probability_of_improvement_ci
+
+    poi = probability_of_improvement(x, y) if x.size and y.size else float("nan")
+    if min(x.size, y.size) < boot_min:
+        return float(poi), NO_INTERVAL
+    iv = probability_of_improvement_ci(x, y, rng_for(s.rng_seed, "poi", arm), s.confidence,
+                                       s.bootstrap_reps)
+    return float(poi), interval(iv.low, iv.high)
+
+
 def comparison_rows(arms: Sequence[ArmRow], s: ReportSettings) -> tuple[ComparisonRow, ...]:
     """The comparison rows of every arm but the reference, in arm order.
 
@@ -68,14 +82,7 @@ def comparison_rows(arms: Sequence[ArmRow], s: ReportSettings) -> tuple[Comparis
     of one-seed arms.
     """
     from ccpo_lab.runs.verify import step1_agreement
-    from ccpo_lab.stats import (
-        bootstrap_min_runs,
-        compare_to_reference,
-        probability_of_improvement,
-        probability_of_improvement_ci,
-        seeds_needed,
-        verdict,
-    )
+    from ccpo_lab.stats import bootstrap_min_runs, compare_to_reference, seeds_needed, verdict
 
     by_name: Mapping[str, ArmRow] = {a.arm: a for a in arms}
     per_seed = {name: _per_seed(a) for name, a in by_name.items()}
@@ -83,14 +90,12 @@ def comparison_rows(arms: Sequence[ArmRow], s: ReportSettings) -> tuple[Comparis
                                 {name: k for name, (k, _) in per_seed.items()}, s.confidence,
                                 s.alpha, s.power, N_MAX)
     ref = by_name[s.reference]
-    y = per_seed[s.reference][1]
     fp_y = _fingerprints(ref)
     sd_y, assumed_y = power_sd(ref)
     boot_min = bootstrap_min_runs(s.confidence)
     out = []
     for row in rows:
         c, arm = row.comparison, by_name[row.arm]
-        x = per_seed[row.arm][1]
         sd_x, assumed_x = power_sd(arm)
         if c.test == "paired":  # the paired test's power comes from the differences' sd
             spread = bool(np.isfinite(c.sd_diff) and c.sd_diff > 0)
@@ -98,18 +103,13 @@ def comparison_rows(arms: Sequence[ArmRow], s: ReportSettings) -> tuple[Comparis
             spread = bool(np.isfinite(sd_x) and np.isfinite(sd_y) and (sd_x > 0 or sd_y > 0))
         resolvable = bool(np.isfinite(c.diff) and c.diff != 0.0 and spread)
         needed, v = row.seeds_needed, row.verdict
-        assumed = False
-        if needed is None and resolvable and (assumed_x or assumed_y):
-            assumed = True
+        assumed = needed is None and resolvable and (assumed_x or assumed_y)
+        if assumed:
             needed = seeds_needed(c.diff, sd_x, sd_y, row.power_alpha, s.power, n_max=N_MAX,
                                   two_sided=True)
             v = verdict(c.diff, row.p_holm, c.n_x, c.n_y, needed, s.alpha)
-        poi = probability_of_improvement(x, y) if x.size and y.size else float("nan")
-        ci_poi = NO_INTERVAL
-        if min(x.size, y.size) >= boot_min:
-            iv = probability_of_improvement_ci(x, y, rng_for(s.rng_seed, "poi", row.arm),
-                                               s.confidence, s.bootstrap_reps)
-            ci_poi = interval(iv.low, iv.high)
+        poi, ci_poi = _improvement(per_seed[row.arm][1], per_seed[s.reference][1], row.arm, s,
+                                   boot_min)
         agree = step1_agreement(_fingerprints(arm), fp_y)
         out.append(ComparisonRow(
             arm=row.arm, reference=s.reference, paired=c.test == "paired", test=c.test,

@@ -423,10 +423,87 @@ def _working_dir(path: Path) -> Iterator[None]:
         os.chdir(old)
 
 
+@dataclass(frozen=True)
+class _Child:
+    """What syncing one run did."""
+
+    outcome: str
+    """``created``, ``updated``, ``fresh`` or ``pending`` (not started: not created)."""
+    sent: int
+    status: str
+    end: int | None
+    last_step: int | None
+
+
+def _sync_child(client: Any, exp_id: str, pid: str, root: Path, run: tuple[Any, ...],
+                child: Any | None) -> _Child:
+    """Create or update the child run of one run directory; send its new metric rows."""
+    from mlflow.entities import RunTag
+
+    f, rd, info, state = run
+    t = run_times(info, state)
+    rows = read_metrics(rd.metrics)
+    if child is None and t.start is None and not rows:
+        return _Child("pending", 0, "SCHEDULED", None, None)  # created once it starts
+    tags = _tags(rd, info, state, f.arm, f.seed, root)
+    outcome = "fresh"
+    if child is None:
+        outcome = "created"
+        child = client.create_run(exp_id, run_name=f"{f.arm} seed {f.seed}"
+                                  + ("" if f.suffix == 1 else f" ({f.path.name})"),
+                                  start_time=t.start, tags={**tags, "mlflow.parentRunId": pid})
+        _log_new_params(client, child, _params(rd, info))
+    else:
+        changed = [RunTag(k, v) for k, v in tags.items() if child.data.tags.get(k) != v]
+        if changed:
+            client.log_batch(child.info.run_id, tags=changed)
+    sent = 0
+    for metrics, last in _batches(rows, int(child.data.tags.get(SYNCED, -1)),
+                                  _ms(info.get("created")) or 0):
+        client.log_batch(child.info.run_id, metrics=metrics, tags=[RunTag(SYNCED, str(last))])
+        sent += len(metrics)
+    if sent and outcome == "fresh":
+        outcome = "updated"
+    status = "FINISHED" if info.get("imported") else \
+        _STATUS.get(str(state.get("state")), "RUNNING")
+    _set_status(client, client.get_run(child.info.run_id), status, t.end)
+    last_step = max((int(r["step"]) for r in rows), default=None)
+    return _Child(outcome, sent, status, t.end, last_step)
+
+
+def _update_parent(client: Any, pid: str, manifest: Mapping[str, Any], key: str,
+                   report: ReportModel | None, step: int, artifacts: Path | None
+                   ) -> tuple[int, bool]:
+    """The parent's params, description, headline metrics and report files.
+
+    Returns:
+        ``(headline numbers logged, whether the report files were logged)``.
+    """
+    import time
+
+    from mlflow.entities import Metric
+
+    parent = client.get_run(pid)
+    sweep_doc = _section(manifest, "config") or manifest
+    _log_new_params(client, parent, flatten({k: v for k, v in sweep_doc.items()
+                                             if k not in ("arms_dir",)}))
+    desc = description(manifest, key, report)
+    if parent.data.tags.get(NOTE) != desc and (report is not None or NOTE not in parent.data.tags):
+        client.set_tag(pid, NOTE, desc)  # a description with a report is kept until the next
+    headline = headline_metrics(report) if report is not None else {}
+    now = int(time.time() * 1000)
+    items = [Metric(k, v, now, step) for k, v in headline.items()]
+    for i in range(0, len(items), MAX_METRICS):
+        client.log_batch(pid, metrics=items[i:i + MAX_METRICS])
+    if artifacts is not None and artifacts.is_dir():
+        client.log_artifacts(pid, str(artifacts), artifact_path="report")
+        return len(headline), True
+    return len(headline), False
+
+
 def _sync(root: Path, manifest: Mapping[str, Any], uri: str, local: bool,
           experiment: str | None, artifacts: Path | None,
           report: ReportModel | None) -> SyncResult:
-    from mlflow.entities import Metric, RunTag
     from mlflow.tracking import MlflowClient
 
     tracking = manifest.get("tracking", {})
@@ -443,76 +520,20 @@ def _sync(root: Path, manifest: Mapping[str, Any], uri: str, local: bool,
         info = rd.read_run()
         if info.get("run_id"):
             found.append((f, rd, info, rd.read_state()))
-    times = {info["run_id"]: run_times(info, state) for _, _, info, state in found}
-    starts = [t.start for t in times.values() if t.start is not None]
-    parent = _parent(client, exp_id, key, min(starts) if starts else None)
-    pid = parent.info.run_id
+    starts = [t.start for t in (run_times(i, s) for _, _, i, s in found) if t.start is not None]
+    pid = _parent(client, exp_id, key, min(starts) if starts else None).info.run_id
     children = {r.data.tags.get(RUN_ID): r for r in _find_runs(
         client, exp_id, f"tags.`{KIND}` = 'run' and tags.`mlflow.parentRunId` = '{pid}'")}
-    created = updated = fresh = values = pending = 0
-    statuses, ends, last_steps = [], [], []
-    for f, rd, info, state in found:
-        t = times[info["run_id"]]
-        rows = read_metrics(rd.metrics)
-        child = children.get(info["run_id"])
-        if child is None and t.start is None and not rows:
-            pending += 1  # created once it starts, with its real start time
-            statuses.append("SCHEDULED")
-            continue
-        tags = _tags(rd, info, state, f.arm, f.seed, root)
-        is_new = child is None
-        if child is None:
-            child = client.create_run(exp_id, run_name=f"{f.arm} seed {f.seed}"
-                                      + ("" if f.suffix == 1 else f" ({f.path.name})"),
-                                      start_time=t.start,
-                                      tags={**tags, "mlflow.parentRunId": pid})
-            _log_new_params(client, child, _params(rd, info))
-        else:
-            changed = [RunTag(k, v) for k, v in tags.items() if child.data.tags.get(k) != v]
-            if changed:
-                client.log_batch(child.info.run_id, tags=changed)
-        after = int(child.data.tags.get(SYNCED, -1))
-        base = _ms(info.get("created")) or 0
-        sent = 0
-        for metrics, last in _batches(rows, after, base):
-            client.log_batch(child.info.run_id, metrics=metrics, tags=[RunTag(SYNCED, str(last))])
-            sent += len(metrics)
-        values += sent
-        if is_new:
-            created += 1
-        elif sent:
-            updated += 1
-        else:
-            fresh += 1
-        status = "FINISHED" if info.get("imported") else \
-            _STATUS.get(str(state.get("state")), "RUNNING")
-        _set_status(client, client.get_run(child.info.run_id), status, t.end)
-        statuses.append(status)
-        if t.end is not None:
-            ends.append(t.end)
-        if rows:
-            last_steps.append(max(int(r["step"]) for r in rows))
-    parent = client.get_run(pid)
-    sweep_doc = _section(manifest, "config") or manifest
-    _log_new_params(client, parent, flatten({k: v for k, v in sweep_doc.items()
-                                             if k not in ("arms_dir",)}))
-    desc = description(manifest, key, report)
-    if parent.data.tags.get(NOTE) != desc and (report is not None or NOTE not in parent.data.tags):
-        client.set_tag(pid, NOTE, desc)  # a description with a report is kept until the next
-    headline = headline_metrics(report) if report is not None else {}
-    if headline:
-        import time
-
-        now, step = int(time.time() * 1000), max(last_steps, default=0)
-        items = [Metric(k, v, now, step) for k, v in headline.items()]
-        for i in range(0, len(items), MAX_METRICS):
-            client.log_batch(pid, metrics=items[i:i + MAX_METRICS])
-    logged = False
-    if artifacts is not None and artifacts.is_dir():
-        client.log_artifacts(pid, str(artifacts), artifact_path="report")
-        logged = True
-    done = bool(statuses) and all(s in _TERMINAL for s in statuses)
-    _set_status(client, client.get_run(pid), "FINISHED" if done else "RUNNING",
-                max(ends) if done and ends else None)
-    return SyncResult(uri, name, exp_id, pid, created, updated, fresh, values, logged,
-                      pending, len(headline), local)
+    done = [_sync_child(client, exp_id, pid, root, run, children.get(run[2]["run_id"]))
+            for run in found]
+    count = {k: sum(c.outcome == k for c in done)
+             for k in ("created", "updated", "fresh", "pending")}
+    step = max((c.last_step for c in done if c.last_step is not None), default=0)
+    headline, logged = _update_parent(client, pid, manifest, key, report, step, artifacts)
+    finished = bool(done) and all(c.status in _TERMINAL for c in done)
+    ends = [c.end for c in done if c.end is not None]
+    _set_status(client, client.get_run(pid), "FINISHED" if finished else "RUNNING",
+                max(ends) if finished and ends else None)
+    return SyncResult(uri, name, exp_id, pid, count["created"], count["updated"],
+                      count["fresh"], sum(c.sent for c in done), logged, count["pending"],
+                      headline, local)
