@@ -33,6 +33,7 @@ demo: setup
 # The whole suite, slow integration tests included, with a real local Slurm brought up
 # first and always brought down after.
 test: setup
+	-@scripts/tex-deps.sh  # best effort: pdflatex + booktabs for tests/report/test_latex.py
 	@set -o pipefail; status=0; \
 	if [ -x scripts/slurm-local.sh ]; then scripts/slurm-local.sh up || { echo "slurm-up failed"; exit 1; }; fi; \
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS) || status=$$?; \

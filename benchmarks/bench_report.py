@@ -7,7 +7,8 @@ six task types, turns), written in ``append_metrics``' exact format (without its
 fsync, to keep the set-up short). Then measures, in one run:
 
 - the report in-process (``build_report`` + JSON), cold file cache aside: first and best
-  of ``--repeat``, with the part spent reading the runs;
+  of ``--repeat``, with the part spent reading the runs, and the Markdown and LaTeX
+  rendering of the typed report;
 - the whole command (``python -m ccpo_lab.cli.main report DIR --format json``), which adds
   interpreter start-up and imports (numpy, scipy.stats);
 - ``import ccpo_lab.stats`` alone, for scale.
@@ -88,7 +89,9 @@ def main() -> None:
     from ccpo_lab.report.analysis import build_report
     from ccpo_lab.report.collect import load_run
     from ccpo_lab.report.discover import discover_runs, newest_runs
-    from ccpo_lab.report.output import to_json
+    from ccpo_lab.report.export import to_json
+    from ccpo_lab.report.latex import to_latex
+    from ccpo_lab.report.tables import to_markdown
 
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
@@ -100,7 +103,7 @@ def main() -> None:
         n_runs = args.arms * args.seeds
         print(f"set-up: {n_runs} runs x 30 evaluations (150 rows x {N_TRAIN_KEYS + 8} metrics "
               f"max) in {time.perf_counter() - t0:.1f} s")
-        times, reads, cpus = [], [], []
+        times, reads, cpus, renders = [], [], [], []
         for _ in range(args.repeat):
             t = time.perf_counter()
             newest = newest_runs(discover_runs(sweep_dir))
@@ -108,9 +111,13 @@ def main() -> None:
                 load_run(f, ["val/success_rate"])
             reads.append(time.perf_counter() - t)
             t, c = time.perf_counter(), time.process_time()
-            text = to_json(build_report(sweep_dir, {"bootstrap_reps": args.reps}).data)
+            rep = build_report(sweep_dir, {"bootstrap_reps": args.reps})
+            text = to_json(rep.model)
             times.append(time.perf_counter() - t)
             cpus.append(time.process_time() - c)
+            t = time.perf_counter()
+            to_markdown(rep.model), to_latex(rep.model)
+            renders.append(time.perf_counter() - t)
         assert json.loads(text)["bootstrap_reps"] == args.reps
         cli = [sys.executable, "-m", "ccpo_lab.cli.main", "report", str(sweep_dir), "--format",
                "json", "--bootstrap-reps", str(args.reps)]
@@ -131,10 +138,12 @@ def main() -> None:
     print(f"cores: {os.cpu_count()}, load average {os.getloadavg()[0]:.1f} (other processes "
           "inflate wall times; CPU times are steadier)")
     print(f"{args.arms} arms x {args.seeds} seeds, "
-          f"{args.reps} bootstrap resamples (mean, IQM per arm)")
+          f"{args.reps} bootstrap resamples (the IQM's per arm from 8 seeds; the mean's "
+          "and P(X > Y)'s from 18)")
     print(f"report in-process (build + JSON): first {times[0]:.3f} s, best {min(times):.3f} s"
           f"  -> {min(times) / 2.0:.2f} x the 2 s goal; CPU best {min(cpus):.3f} s")
     print(f"  of which reading the runs:        best {min(reads):.3f} s")
+    print(f"Markdown + LaTeX tables:            best {min(renders):.3f} s")
     print(f"whole command (start-up + imports): median {statistics.median(walls):.3f} s"
           f"  -> {statistics.median(walls) / 2.0:.2f} x the 2 s goal; CPU median "
           f"{statistics.median(child_cpu):.3f} s")

@@ -10,7 +10,8 @@ import typer
 if TYPE_CHECKING:
     from ccpo_lab.report.analysis import Report
 
-FORMAT_HELP = "md | csv | latex | json (json: the machine-readable document alone on stdout)."
+FORMAT_HELP = ("md | csv | latex | json (json: the machine-readable document alone on stdout). "
+               "Default md; with --out, nothing but the closing note unless given.")
 
 
 def register(app: typer.Typer) -> None:
@@ -20,9 +21,10 @@ def register(app: typer.Typer) -> None:
 
 def report(
     sweep_dir: Path = typer.Argument(..., help="The sweep's results directory."),
-    fmt: str = typer.Option("md", "--format", help=FORMAT_HELP),
+    fmt: str | None = typer.Option(None, "--format", help=FORMAT_HELP),
     out: Path | None = typer.Option(None, "--out", help="Write every format, the CSV tables, "
-                                    "the plots and the JSON into this directory."),
+                                    "the figures (PNG and PDF) and the JSON into this "
+                                    "directory."),
     metric: str | None = typer.Option(None, "--metric", help="Held-out metric (default: the "
                                       "sweep's analysis.metric, else val/success_rate)."),
     window_start: int | None = typer.Option(None, "--window-start", help="Converged window: "
@@ -38,41 +40,54 @@ def report(
     sync: bool = typer.Option(True, "--sync/--no-sync", help="With --out: sync the runs and "
                               "log the report to MLflow (when the sweep's tracking is on)."),
 ) -> None:
-    """Tables of the sweep: per arm, per task type, per seed, comparisons and verdicts.
+    """Tables of the sweep: per arm, comparisons, per task type, per seed, and figures.
 
     Settings come from the options, else the sweep's ``analysis`` (sweep.json), else the
-    defaults (needed for a directory built by ``ccpo-lab import`` alone).
+    defaults (needed for a directory built by ``ccpo-lab import`` alone). With ``--out``
+    the report is written as files and the closing note lists them (the report itself
+    goes to standard output only when ``--format`` is given).
     """
     from ccpo_lab.errors import UserError
     from ccpo_lab.report.analysis import build_report
     from ccpo_lab.report.output import FORMATS, render
 
-    if fmt not in FORMATS:
+    if fmt is not None and fmt not in FORMATS:
         raise UserError("unknown report format", key="--format", value=fmt, valid=FORMATS)
     options = {"metric": metric, "window_start": window_start, "reference": reference,
                "confidence": confidence, "bootstrap_reps": bootstrap_reps, "alpha": alpha,
                "power": power}
     rep = build_report(sweep_dir, options, rng_seed=seed)
-    text = render(rep.data, fmt)
-    if fmt in ("json", "csv"):
-        notes = list(rep.data["notes"])
-        if rep.data["baselines"]["note"]:
-            notes.append(rep.data["baselines"]["note"])
+    shown = fmt or ("md" if out is None else None)
+    text = render(rep.model, shown) if shown else None
+    if shown in ("json", "csv"):
+        notes = [n.text for n in rep.model.notes]
+        if rep.model.baselines.note:
+            notes.append(rep.model.baselines.note)
         for note in notes:
             typer.echo(f"note: {note}", err=True)
     if out is not None:
-        _write(rep, out, sync)
-    typer.echo(text, nl=not text.endswith("\n"))
+        _write(rep, out, sync, closing_to_stderr=text is not None)
+    if text is not None:
+        typer.echo(text, nl=not text.endswith("\n"))
 
 
-def _write(rep: Report, out: Path, sync: bool) -> None:
-    """Write every file into ``out``; then sync to MLflow unless disabled (never fatal)."""
+def _write(rep: Report, out: Path, sync: bool, closing_to_stderr: bool) -> None:
+    """Write every file into ``out``; then sync to MLflow unless disabled (never fatal).
+
+    The closing note (what was written, each figure and what it shows, MLflow) goes to
+    standard output, or to standard error when the report itself is printed there.
+    """
     from ccpo_lab.report.discover import read_manifest
-    from ccpo_lab.report.output import write_all
+    from ccpo_lab.report.output import figure_list, write_all
+
+    def say(line: str) -> None:
+        typer.echo(line, err=closing_to_stderr)
 
     written = write_all(rep, out)
-    typer.echo(f"wrote {len(written)} files to {out}: "
-               f"{', '.join(p.name for p in written)}", err=True)
+    names = [p.name for p in written if p.suffix not in (".png", ".pdf")]
+    say(f"wrote {len(written)} files to {out}: {', '.join(names)}, and the figures:")
+    for files, what in figure_list():
+        say(f"  {files}: {what}")
     enabled = read_manifest(rep.sweep_dir).get("tracking", {}).get("enabled", True)
     if not sync or enabled is False:
         return
@@ -83,10 +98,11 @@ def _write(rep: Report, out: Path, sync: bool) -> None:
     from ccpo_lab.tracking.mlflow_sync import sync_sweep
 
     try:
-        res = sync_sweep(rep.sweep_dir, artifacts=out)
+        res = sync_sweep(rep.sweep_dir, artifacts=out, report=rep.model)
     except Exception as e:  # noqa: BLE001 - the report stands without MLflow
         msg = str(e).splitlines()[0] if str(e) else ""
         typer.secho(f"warning: MLflow sync failed ({type(e).__name__}: {msg}); the report "
                     "is written; run `ccpo-lab sync` later", fg="yellow", err=True)
         return
-    typer.echo(res.summary(), err=True)
+    for line in res.summary().splitlines():
+        say(line)

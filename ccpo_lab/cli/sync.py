@@ -19,13 +19,16 @@ def sync(
     experiment: str | None = typer.Option(None, "--experiment", help="Experiment name "
                                           "(default: the sweep's name)."),
     report_dir: Path | None = typer.Option(None, "--report", help="A report directory "
-                                           "(report --out) to log as the parent's artifacts."),
+                                           "(report --out) to log as the parent's artifacts "
+                                           "(`report --out` syncs by itself, with the "
+                                           "report's headline numbers)."),
 ) -> None:
     """Sync every run of the sweep to MLflow: idempotent and incremental.
 
-    One parent run per sweep, a nested child per (arm, seed) with params, tags and
-    metrics. Only rows not yet in MLflow are sent; when the store is unreachable nothing
-    is lost: run sync again later.
+    One parent run per sweep (the sweep's settings, a description), a nested child per
+    (arm, seed) with params, tags, metrics and its training's start and end. Only rows
+    not yet in MLflow are sent; when the store is unreachable nothing is lost: run sync
+    again later. Prints how to open the UI with the runs grouped by arm.
     """
     from ccpo_lab.tracking.mlflow_sync import sync_sweep
 

@@ -1,15 +1,16 @@
-"""From run directories to the report document: per run, per arm, comparisons.
+"""From run directories to the typed report: per run, per arm, comparisons.
 
 :func:`build_report` reads a sweep directory and returns a :class:`Report` whose
-``data`` is the machine-readable document of ``ccpo-lab report --format json`` (values in
-the metric's own units as logged, nan as null). Every table and plot is rendered from it
-(plus the raw series, for learning curves). The statistics are :mod:`ccpo_lab.stats`.
+:attr:`~Report.model` is the :class:`~ccpo_lab.report.model.ReportModel` every table,
+CSV file, figure and the JSON document (``ccpo-lab report --format json``,
+:attr:`Report.data`) are rendered from. The statistics are :mod:`ccpo_lab.stats`.
 """
 
 from __future__ import annotations
 
-import zlib
-from collections.abc import Mapping
+import functools
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,8 @@ import numpy as np
 
 from ccpo_lab.errors import UserError
 from ccpo_lab.report.collect import (
-    ALL_METRIC,
-    TASK_METRICS,
+    COLUMN_METRIC,
+    TASK_COLUMNS,
     TASKS,
     VAL_TURNS,
     RunData,
@@ -27,21 +28,27 @@ from ccpo_lab.report.collect import (
     load_run,
 )
 from ccpo_lab.report.discover import load_sweep_runs
+from ccpo_lab.report.model import (
+    ArmRow,
+    Note,
+    ReportModel,
+    RiseRow,
+    SeedRow,
+    TaskStat,
+    to_plain,
+)
+from ccpo_lab.report.numbers import NO_INTERVAL, arm_rng, interval, is_rate, num
 from ccpo_lab.report.settings import DEFAULT_RNG_SEED, ReportSettings, resolve_settings
 
-TASK_COLUMNS: tuple[str, ...] = (*(col for col, _ in TASKS), "All", "Turns")
-"""Columns of the per-task-type table."""
-_COLUMN_METRIC = {**{col: m for (col, _), m in zip(TASKS, TASK_METRICS, strict=True)},
-                  "All": ALL_METRIC, "Turns": VAL_TURNS}
 _EMPTY: Series = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64))
 
 
 @dataclass(frozen=True)
 class Report:
-    """A computed report."""
+    """A computed report: the typed model and what it was computed from."""
 
-    data: dict[str, Any]
-    """The JSON document (see the README's ``report --format json``)."""
+    model: ReportModel
+    """The report (rows of runs, arms, comparisons; notes)."""
     settings: ReportSettings
     """Resolved settings."""
     arms: tuple[str, ...]
@@ -51,28 +58,10 @@ class Report:
     sweep_dir: Path
     """The sweep directory."""
 
-
-def num(x: Any) -> float | None:
-    """A finite float, or None (JSON null) for nan/inf/None."""
-    if x is None:
-        return None
-    f = float(x)
-    return f if np.isfinite(f) else None
-
-
-def interval(lo: Any, hi: Any) -> list[float | None]:
-    """``[lo, hi]`` with nan as None."""
-    return [num(lo), num(hi)]
-
-
-def is_rate(metric: str) -> bool:
-    """Whether a metric is a success rate (a fraction; tables show percent)."""
-    return metric.endswith("success_rate")
-
-
-def arm_rng(seed: int, arm: str) -> np.random.Generator:
-    """The Generator of one arm's bootstrap: fixed by (seed, arm), independent of others."""
-    return np.random.default_rng([int(seed), zlib.crc32(arm.encode("utf-8"))])
+    @functools.cached_property
+    def data(self) -> dict[str, Any]:
+        """The JSON document (see the README's ``report --format json``)."""
+        return to_plain(self.model)
 
 
 def _window_mean(series: Series, start: int) -> float:
@@ -82,8 +71,8 @@ def _window_mean(series: Series, start: int) -> float:
     return float(w.mean()) if w.size else float("nan")
 
 
-def run_summary(run: RunData, s: ReportSettings) -> dict[str, Any]:
-    """The per-seed entry of one run (JSON-ready)."""
+def run_summary(run: RunData, s: ReportSettings) -> SeedRow:
+    """The row of one run (an arm's seed)."""
     from ccpo_lab.stats import best_evaluation, binomial_se, is_interim, window_summary
 
     steps, vals = run.series.get(s.metric, _EMPTY)
@@ -97,112 +86,109 @@ def run_summary(run: RunData, s: ReportSettings) -> dict[str, Any]:
         interim = is_interim(last, run.total_steps)
     else:
         interim = run.last_step is None
-    return {
-        "mean": num(w.mean), "sd": num(w.sd), "n_evals": w.n,
-        "best": num(best.value), "best_step": best.step if best.n else None,
-        "best_bias": num(best.bias), "best_bias_sd": num(best.bias_sd_units),
-        "binomial_se": num(se), "n_episodes": run.n_episodes,
-        "start": None if first is None else num(vals[first]),
-        "start_step": None if first is None else int(steps[first]),
-        "interim": bool(interim), "last_step": run.last_step, "total_steps": run.total_steps,
-        "state": run.state, "dir": run.path.name, "run_id": run.run_id,
-        "fingerprint": run.fingerprint,
-        "per_task": {col: num(_window_mean(run.series.get(m, _EMPTY), s.window_start))
-                     for col, m in _COLUMN_METRIC.items()},
-        "turns_from_training": run.turns_from_training,
-        "error": run.error,
-    }
+    return SeedRow(
+        mean=num(w.mean), sd=num(w.sd), n_evals=w.n, best=num(best.value),
+        best_step=best.step if best.n else None, best_bias=num(best.bias),
+        best_bias_sd=num(best.bias_sd_units), binomial_se=num(se), n_episodes=run.n_episodes,
+        interim=bool(interim), last_step=run.last_step, total_steps=run.total_steps,
+        state=run.state, dir=run.path.name, run_id=run.run_id, fingerprint=run.fingerprint,
+        per_task={col: num(_window_mean(run.series.get(m, _EMPTY), s.window_start))
+                  for col, m in COLUMN_METRIC.items()},
+        turns_from_training=run.turns_from_training, error=run.error,
+        start=None if first is None else num(vals[first]),
+        start_step=None if first is None else int(steps[first]),
+    )
 
 
-def column_stats(m: np.ndarray, confidence: float) -> list[dict[str, Any]]:
-    """:func:`ccpo_lab.stats.summarize_arm` of every column at once (JSON-ready).
+def task_stat(values: np.ndarray, confidence: float) -> TaskStat:
+    """:func:`ccpo_lab.stats.summarize_arm` of one column as a row.
 
     Args:
-        m: float (seeds, columns); nan = missing.
-        confidence: level of the t-intervals.
-
-    Returns:
-        Per column ``{"mean", "sd", "ci_t", "n_seeds"}`` with summarize_arm's rules (sd and
-        interval undefined below two seeds; a zero sd gives a zero-width interval).
+        values: float (seeds,); nan = missing.
+        confidence: level of the t interval.
     """
-    from scipy.special import stdtrit
+    from ccpo_lab.stats import summarize_arm
 
-    ok = ~np.isnan(m)
-    n = ok.sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(ok, m, 0.0).sum(axis=0) / n
-        dev = np.where(ok, m - mean, 0.0)
-        sd = np.where(n >= 2, np.sqrt((dev * dev).sum(axis=0) / (n - 1)), np.nan)
-        half = stdtrit(np.maximum(n - 1, 1), 0.5 + confidence / 2.0) * sd / np.sqrt(n)
-    return [{"mean": num(mean[j]) if n[j] else None, "sd": num(sd[j]),
-             "ci_t": interval(mean[j] - half[j], mean[j] + half[j]), "n_seeds": int(n[j])}
-            for j in range(m.shape[1])]
+    a = summarize_arm(values, confidence)
+    return TaskStat(mean=num(a.mean), sd=num(a.sd), ci_t=interval(a.ci_low, a.ci_high),
+                    n_seeds=a.n)
 
 
-def arm_summary(arm: str, per_seed: Mapping[int, dict[str, Any]],
-                s: ReportSettings) -> dict[str, Any]:
-    """One arm over its seeds (JSON-ready): mean, sd, intervals, IQM, per task type."""
-    from ccpo_lab.stats import bootstrap_ci, stratified_bootstrap_ci, summarize_arm
+def _values(rows: Sequence[SeedRow], key: str) -> np.ndarray:
+    return np.array([np.nan if getattr(r, key) is None else getattr(r, key) for r in rows],
+                    dtype=np.float64)
+
+
+def arm_summary(arm: str, per_seed: Mapping[int, SeedRow], s: ReportSettings) -> ArmRow:
+    """One arm over its seeds: mean, sd, t interval, IQM, bootstrap intervals where they
+    meet their level (:func:`ccpo_lab.stats.bootstrap_min_runs`), per task type."""
+    from ccpo_lab.stats import (
+        aggregate_iqm,
+        bootstrap_ci,
+        bootstrap_min_runs,
+        stratified_bootstrap_ci,
+        summarize_arm,
+    )
 
     rng = arm_rng(s.rng_seed, arm)
     seeds = sorted(per_seed)
-    x = np.array([np.nan if per_seed[k]["mean"] is None else per_seed[k]["mean"]
-                  for k in seeds], dtype=np.float64)
+    rows = [per_seed[k] for k in seeds]
+    x = _values(rows, "mean")
     main = summarize_arm(x, s.confidence)
-    boot = bootstrap_ci(x, rng, s.confidence, s.bootstrap_reps)
-    tasks = np.array([[np.nan if per_seed[k]["per_task"][col] is None
-                       else per_seed[k]["per_task"][col] for col in TASK_COLUMNS]
-                      for k in seeds], dtype=np.float64).reshape(len(seeds), len(TASK_COLUMNS))
-    per_task = dict(zip(TASK_COLUMNS, column_stats(tasks, s.confidence), strict=True))
+    boot = NO_INTERVAL
+    if main.n >= bootstrap_min_runs(s.confidence):
+        b = bootstrap_ci(x, rng, s.confidence, s.bootstrap_reps)
+        boot = interval(b.low, b.high)
+    tasks = np.array([[np.nan if r.per_task[col] is None else r.per_task[col]
+                       for col in TASK_COLUMNS] for r in rows],
+                     dtype=np.float64).reshape(len(rows), len(TASK_COLUMNS))
+    per_task = {col: task_stat(tasks[:, j], s.confidence) for j, col in enumerate(TASK_COLUMNS)}
     six = tasks[:, :len(TASKS)]
     complete = six[~np.isnan(six).any(axis=1)]
-    iqm = ci_iqm = None
+    iqm, ci_iqm = None, NO_INTERVAL
     if complete.shape[0]:
-        iv = stratified_bootstrap_ci(complete, rng, "iqm", s.confidence, s.bootstrap_reps)
-        iqm, ci_iqm = num(iv.estimate), interval(iv.low, iv.high)
-    sds = [per_seed[k]["sd"] for k in seeds if per_seed[k]["sd"] is not None]
-    rise = _rise([per_seed[k] for k in seeds], is_rate(s.metric))
-    interim = [k for k in seeds if per_seed[k]["interim"]]
-    return {
-        "arm": arm, "n_seeds": main.n, "seeds": seeds,
-        "mean": num(main.mean), "sd": num(main.sd), "ci_t": interval(main.ci_low, main.ci_high),
-        "ci_bootstrap": interval(boot.low, boot.high), "iqm": iqm, "ci_iqm": ci_iqm,
-        "iqm_n_seeds": int(complete.shape[0]),
-        "n_evals": int(sum(per_seed[k]["n_evals"] for k in seeds)),
-        "within_run_sd": num(np.sqrt(np.mean(np.square(sds)))) if sds else None,
-        "interim": bool(interim), "interim_seeds": interim,
-        "turns_from_training": any(per_seed[k]["turns_from_training"] for k in seeds),
-        "per_seed": {str(k): per_seed[k] for k in seeds},
-        "per_task": per_task,
-        "rise": rise,
-    }
+        iqm = num(aggregate_iqm(complete))
+        if complete.shape[0] >= bootstrap_min_runs(s.confidence, n_strata=len(TASKS)):
+            iv = stratified_bootstrap_ci(complete, rng, "iqm", s.confidence, s.bootstrap_reps)
+            ci_iqm = interval(iv.low, iv.high)
+    sds = [r.sd for r in rows if r.sd is not None]
+    return ArmRow(
+        arm=arm, n_seeds=main.n, seeds=tuple(seeds), mean=num(main.mean), sd=num(main.sd),
+        ci_t=interval(main.ci_low, main.ci_high), ci_bootstrap=boot, iqm=iqm, ci_iqm=ci_iqm,
+        iqm_n_seeds=int(complete.shape[0]), n_evals=int(sum(r.n_evals for r in rows)),
+        within_run_sd=num(np.sqrt(np.mean(np.square(sds)))) if sds else None,
+        interim=any(r.interim for r in rows),
+        interim_seeds=tuple(k for k in seeds if per_seed[k].interim),
+        turns_from_training=any(r.turns_from_training for r in rows),
+        per_seed={k: per_seed[k] for k in seeds}, per_task=per_task,
+        rise=_rise(rows, is_rate(s.metric)),
+    )
 
 
-def _rise(entries: list[dict[str, Any]], rate: bool) -> dict[str, Any]:
-    """:func:`ccpo_lab.stats.rise_over_start` over per-seed entries (JSON-ready); the
-    binomial se only for a rate metric with known episode counts."""
+def _rise(rows: Sequence[SeedRow], rate: bool) -> RiseRow:
+    """:func:`ccpo_lab.stats.rise_over_start` over the seeds' rows; the binomial se only
+    for a rate metric with known episode counts."""
     from ccpo_lab.stats import rise_over_start
 
-    def col(key: str) -> list[float]:
-        return [np.nan if e[key] is None else float(e[key]) for e in entries]
-
-    episodes = col("n_episodes") if rate else [np.nan] * len(entries)
-    r = rise_over_start(col("start"), col("mean"), episodes, [e["n_evals"] for e in entries])
-    steps = sorted({e["start_step"] for e in entries if e["start_step"] is not None})
-    return {"start": num(r.start), "start_steps": steps, "window": num(r.window),
-            "rise": num(r.rise), "se": num(r.se), "z": num(r.z), "n_seeds": r.n_seeds,
-            "n_rose": r.n_rose}
+    episodes = _values(rows, "n_episodes") if rate else np.full(len(rows), np.nan)
+    r = rise_over_start(_values(rows, "start"), _values(rows, "mean"), episodes,
+                        [e.n_evals for e in rows])
+    steps = sorted({e.start_step for e in rows if e.start_step is not None})
+    return RiseRow(start=num(r.start), start_steps=tuple(steps), window=num(r.window),
+                   rise=num(r.rise), se=num(r.se), z=num(r.z), n_seeds=r.n_seeds,
+                   n_rose=r.n_rose)
 
 
 def _check_metric(runs: Mapping[tuple[str, int], RunData], metric: str) -> None:
     if any(metric in r.series for r in runs.values()):
         return
+    from ccpo_lab.runs.layout import RunDir
     from ccpo_lab.runs.metrics import metric_names, read_metrics
 
     logged: set[str] = set()
     for r in list(runs.values())[:20]:  # enough to list what the sweep logs
         try:
-            logged.update(metric_names(read_metrics(r.path / "metrics.jsonl")))
+            logged.update(metric_names(read_metrics(RunDir(r.path).metrics)))
         except (OSError, ValueError):
             continue
     valid = sorted(n for n in logged if n.startswith("val/")) or sorted(logged)
@@ -210,39 +196,53 @@ def _check_metric(runs: Mapping[tuple[str, int], RunData], metric: str) -> None:
                     valid=valid[:20] if valid else "no run has logged metrics yet")
 
 
-def _run_notes(runs: Mapping[tuple[str, int], RunData], s: ReportSettings) -> list[str]:
+_LINE = re.compile(r": line (\d+):")
+
+
+def _run_notes(runs: Mapping[tuple[str, int], RunData], s: ReportSettings) -> list[Note]:
+    from ccpo_lab.runs.layout import RunDir
+
     notes = []
     for r in runs.values():
+        def run_note(text: str, file: str | None = None, line: int | None = None,
+                     r: RunData = r) -> Note:
+            return Note(text, kind="run", arm=r.arm, seed=r.seed, file=file, line=line)
+
         if r.note:
-            notes.append(r.note)
+            notes.append(run_note(r.note))
         if r.error:
-            notes.append(f"{r.arm} seed {r.seed}: unreadable metrics, left out: {r.error}")
+            m = _LINE.search(r.error)
+            notes.append(run_note(f"{r.arm} seed {r.seed}: unreadable metrics, left out: "
+                                  f"{r.error}", file=str(RunDir(r.path).metrics),
+                                  line=int(m.group(1)) if m else None))
         elif s.metric not in r.series:
-            notes.append(f"{r.arm} seed {r.seed}: no {s.metric} logged yet")
+            notes.append(run_note(f"{r.arm} seed {r.seed}: no {s.metric} logged yet"))
         if r.total_steps is None:
-            notes.append(f"{r.arm} seed {r.seed}: final step unknown (no configuration); "
-                         "interim flag not checked")
+            notes.append(run_note(f"{r.arm} seed {r.seed}: final step unknown (no "
+                                  "configuration); interim flag not checked"))
     train: dict[str, list[int]] = {}
     for r in runs.values():
         if r.turns_from_training:
             train.setdefault(r.arm, []).append(r.seed)
     for arm, seeds in train.items():
-        notes.append(f"{arm} seed {', '.join(map(str, seeds))}: Turns from training episodes "
-                     f"(episode/length/mean); {VAL_TURNS} not logged")
+        notes.append(Note(f"{arm} seed {', '.join(map(str, seeds))}: Turns from training "
+                          f"episodes (episode/length/mean); {VAL_TURNS} not logged",
+                          kind="run", arm=arm))
     return notes
 
 
-def _window_notes(arms: list[dict[str, Any]], runs: Mapping[tuple[str, int], RunData],
-                  s: ReportSettings) -> list[str]:
-    empty = [a["arm"] for a in arms if a["n_seeds"] == 0]
+def _window_notes(arms: Sequence[ArmRow], runs: Mapping[tuple[str, int], RunData],
+                  s: ReportSettings) -> list[Note]:
+    empty = [a.arm for a in arms if a.n_seeds == 0]
     if not empty:
         return []
     last = max((int(r.series[s.metric][0].max()) for r in runs.values()
                 if s.metric in r.series), default=None)
     if len(empty) == len(arms):
-        return [f"no run has an evaluation at step >= {s.window_start} (the latest is at step "
-                f"{last}): set --window-start"]
-    return [f"{arm}: no seed has an evaluation at step >= {s.window_start} yet" for arm in empty]
+        return [Note(f"no run has an evaluation at step >= {s.window_start} (the latest is at "
+                     f"step {last}): set --window-start", kind="window")]
+    return [Note(f"{arm}: no seed has an evaluation at step >= {s.window_start} yet",
+                 kind="window", arm=arm) for arm in empty]
 
 
 def build_report(sweep_dir: str | Path, options: Mapping[str, Any] | None = None,
@@ -259,26 +259,27 @@ def build_report(sweep_dir: str | Path, options: Mapping[str, Any] | None = None
         UserError: no sweep directory, no runs, bad settings, or a metric no run logged.
     """
     from ccpo_lab.report.baselines import published_baselines
-    from ccpo_lab.report.comparisons import compare_to_reference
+    from ccpo_lab.report.comparisons import comparison_rows
+    from ccpo_lab.stats import bootstrap_min_runs
 
     root, manifest, newest, arms = load_sweep_runs(sweep_dir)
-    settings, notes = resolve_settings(manifest, arms, options, rng_seed)
+    settings, setting_notes = resolve_settings(manifest, arms, options, rng_seed)
     runs = {key: load_run(newest[key], [settings.metric]) for key in sorted(newest)}
     _check_metric(runs, settings.metric)
-    notes += _run_notes(runs, settings)
-    arm_docs = []
+    notes = [Note(n, kind="setting") for n in setting_notes] + _run_notes(runs, settings)
+    arm_rows = []
     for arm in arms:
         per_seed = {seed: run_summary(r, settings) for (a, seed), r in runs.items() if a == arm}
-        arm_docs.append(arm_summary(arm, per_seed, settings))
-    notes += _window_notes(arm_docs, runs, settings)
-    comparisons = compare_to_reference(arm_docs, settings)
-    baselines = published_baselines(list(runs.values()))
-    data = {
-        "sweep": str(manifest.get("name") or root.name),
-        "metric": settings.metric, "window_start": settings.window_start,
-        "reference": settings.reference, "confidence": settings.confidence,
-        "bootstrap_reps": settings.bootstrap_reps, "alpha": settings.alpha,
-        "power": settings.power, "settings_from": dict(settings.sources),
-        "arms": arm_docs, "comparisons": comparisons, "baselines": baselines, "notes": notes,
-    }
-    return Report(data=data, settings=settings, arms=tuple(arms), runs=runs, sweep_dir=root)
+        arm_rows.append(arm_summary(arm, per_seed, settings))
+    notes += _window_notes(arm_rows, runs, settings)
+    model = ReportModel(
+        sweep=str(manifest.get("name") or root.name), metric=settings.metric,
+        window_start=settings.window_start, reference=settings.reference,
+        confidence=settings.confidence, bootstrap_reps=settings.bootstrap_reps,
+        alpha=settings.alpha, power=settings.power, settings_from=dict(settings.sources),
+        bootstrap_min_seeds=bootstrap_min_runs(settings.confidence),
+        iqm_bootstrap_min_seeds=bootstrap_min_runs(settings.confidence, n_strata=len(TASKS)),
+        arms=tuple(arm_rows), comparisons=comparison_rows(arm_rows, settings),
+        baselines=published_baselines(list(runs.values())), notes=tuple(notes),
+    )
+    return Report(model=model, settings=settings, arms=tuple(arms), runs=runs, sweep_dir=root)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ccpo_lab.report.collect import RunData
+from ccpo_lab.report.model import BaselineRow, Baselines
 
 SOURCE = "GiGPO paper, Table 1 (mean over 3 seeds)"
 COLUMNS = ("Pick", "Look", "Clean", "Heat", "Cool", "Pick2", "All")
@@ -59,18 +60,17 @@ def _protocol_mismatch(protocol: dict[str, Any]) -> list[str]:
             if protocol.get(k) != v]
 
 
-def _left_out(note: str) -> dict[str, Any]:
-    return {"shown": False, "note": f"published baselines left out: {note}", "backbone": None,
-            "source": SOURCE, "rows": []}
+def _left_out(note: str) -> Baselines:
+    return Baselines(shown=False, note=f"published baselines left out: {note}", backbone=None,
+                     source=SOURCE, rows=())
 
 
-def published_baselines(runs: Sequence[RunData]) -> dict[str, Any]:
+def published_baselines(runs: Sequence[RunData]) -> Baselines:
     """The published rows to show beside the runs, or a one-line note saying why not.
 
     Returns:
-        ``{"shown": bool, "note": str | None, "backbone": str | None, "source": str,
-        "rows": [{"method": str, "per_task": {column: fraction}}]}``; values are
-        fractions (the metric's units), columns Pick..Pick2 and All.
+        :class:`Baselines`; values are fractions (the metric's units), columns Pick..Pick2
+        and All.
     """
     if not runs:
         return _left_out("no runs")
@@ -95,7 +95,6 @@ def published_baselines(runs: Sequence[RunData]) -> dict[str, Any]:
                              f"{'; '.join(diff)})")
     (backbone,) = backbones
     assert backbone is not None
-    rows = [{"method": method, "per_task": {c: v / 100.0 for c, v in zip(COLUMNS, vals,
-                                                                          strict=True)}}
-            for method, vals in PUBLISHED[backbone].items()]
-    return {"shown": True, "note": None, "backbone": backbone, "source": SOURCE, "rows": rows}
+    rows = tuple(BaselineRow(method, {c: v / 100.0 for c, v in zip(COLUMNS, vals, strict=True)})
+                 for method, vals in PUBLISHED[backbone].items())
+    return Baselines(shown=True, note=None, backbone=backbone, source=SOURCE, rows=rows)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ccpo_lab.report.discover import FoundRun
+from ccpo_lab.runs.layout import RunDir
 from ccpo_lab.runs.metrics import MetricsFormatError, read_metrics
 
 Series = tuple[np.ndarray, np.ndarray]
@@ -42,6 +43,12 @@ ALL_METRIC = "val/success_rate"
 VAL_TURNS = "val/length/mean"
 TRAIN_TURNS = "episode/length/mean"
 N_EPISODES = "val/n_episodes"
+TASK_COLUMNS: tuple[str, ...] = (*(col for col, _ in TASKS), "All", "Turns")
+"""Columns of the per-task-type table."""
+COLUMN_METRIC: dict[str, str] = {
+    **{col: m for (col, _), m in zip(TASKS, TASK_METRICS, strict=True)},
+    "All": ALL_METRIC, "Turns": VAL_TURNS}
+"""The metric of each column of :data:`TASK_COLUMNS`."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +144,7 @@ def read_config_sections(path: Path) -> dict[str, Any]:
     return out
 
 
+_loads: Callable[[bytes | str], Any]
 try:  # verl's own file logger writes with orjson (a verl dependency); 6x faster to read
     from orjson import loads as _loads
 except ImportError:  # pragma: no cover - json is the fallback
@@ -230,6 +238,12 @@ def _read_json(path: Path) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
+def _section(doc: dict[str, Any], key: str) -> dict[str, Any]:
+    """``doc[key]`` when it is a mapping, else {}."""
+    v = doc.get(key)
+    return v if isinstance(v, dict) else {}
+
+
 def _as_int(v: Any) -> int | None:
     return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
@@ -240,13 +254,14 @@ def load_run(found: FoundRun, metrics: Sequence[str]) -> RunData:
     Also reads, when logged, the per-task success rates, held-out turns (falling back to
     training turns, flagged) and ``val/n_episodes``.
     """
-    run = _read_json(found.path / "run.json")
-    state = _read_json(found.path / "state.json")
-    cfg = read_config_sections(found.path / "config.yaml")
-    imported = run.get("imported") if isinstance(run.get("imported"), dict) else {}
-    protocol = cfg.get("protocol") if isinstance(cfg.get("protocol"), dict) else None
-    backend = cfg.get("backend") if isinstance(cfg.get("backend"), dict) else {}
-    runtime = cfg.get("backend_runtime") if isinstance(cfg.get("backend_runtime"), dict) else {}
+    rd = RunDir(found.path)
+    run = _read_json(rd.run_json)
+    state = _read_json(rd.state_json)
+    cfg = read_config_sections(rd.config_yaml)
+    imported = _section(run, "imported")
+    protocol = _section(cfg, "protocol") if isinstance(cfg.get("protocol"), dict) else None
+    backend = _section(cfg, "backend")
+    runtime = _section(cfg, "backend_runtime")
     kind = backend.get("kind") or run.get("backend")
     model = ((runtime.get("model_path") or (backend.get("verl") or {}).get("model_path"))
              if kind == "verl" else None)
@@ -254,7 +269,7 @@ def load_run(found: FoundRun, metrics: Sequence[str]) -> RunData:
         or _as_int(state.get("total_steps"))
     episodes = _as_int((protocol or {}).get("val_batch_size")) \
         or _as_int(imported.get("val_episodes"))
-    step1 = run.get("step1") if isinstance(run.get("step1"), dict) else {}
+    step1 = _section(run, "step1")
     names = list(dict.fromkeys([*metrics, ALL_METRIC, *TASK_METRICS, VAL_TURNS, N_EPISODES]))
     base: dict[str, Any] = dict(
         arm=found.arm, seed=found.seed, path=found.path, run_id=run.get("run_id"),
@@ -262,10 +277,10 @@ def load_run(found: FoundRun, metrics: Sequence[str]) -> RunData:
         protocol=protocol, total_steps=total, n_episodes=episodes, state=state.get("state"),
         note=found.superseded_note)
     try:
-        series, last = read_series(found.path / "metrics.jsonl", names)
+        series, last = read_series(rd.metrics, names)
         from_training = False
         if VAL_TURNS not in series and last is not None:
-            train, _ = read_series(found.path / "metrics.jsonl", [TRAIN_TURNS])
+            train, _ = read_series(rd.metrics, [TRAIN_TURNS])
             if TRAIN_TURNS in train:
                 series[VAL_TURNS] = train[TRAIN_TURNS]
                 from_training = True

@@ -1,49 +1,50 @@
-"""Every arm against the reference: test, Holm, probability of improvement, power, verdict.
+"""Every arm against the reference: one test gives the interval, p and seeds needed.
 
 Per comparison (X = the arm, Y = the reference, one value per seed = the converged-window
-mean): paired t-test by seed when both arms have at least two common seeds, Welch
-otherwise; p-values Holm-corrected across the comparisons; seeds needed to resolve the
-observed difference and the smallest difference the current seeds resolve (Colas et al.
-2018, two-sided, at the report's alpha and power); the verdict -- all from
-:func:`ccpo_lab.stats.compare_to_reference`. Added here: P(X > Y) = Mann-Whitney U /
-(n_x n_y), step-1 identity, and for an arm with one seed (no sd across seeds) power figures
-that assume its seed sd equals its within-run sd of evaluations (flagged in the report).
-Such a comparison is always ``unresolved``.
+mean) :func:`ccpo_lab.stats.compare_to_reference` runs the paired t-test by seed when both
+arms have at least two common seeds, Welch otherwise; Holm-corrects the p-values across
+the comparisons; and computes, with that same test (paired: from the sd of the per-seed
+differences), the seeds needed to resolve the observed difference and the smallest
+difference the current seeds resolve (Colas et al. 2018, two-sided, at alpha / m for m
+comparisons, at the report's power), and the verdict. Added here: P(X > Y) = Mann-Whitney
+U / (n_x n_y) with its bootstrap interval where that meets its level, step-1 identity, and
+for an arm with one seed (no sd across seeds) Welch power figures that assume its seed sd
+equals its within-run sd of evaluations (flagged). Such a comparison is always
+``unresolved``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
-from ccpo_lab.report.analysis import num as _num
+from ccpo_lab.report.model import ArmRow, ComparisonRow
+from ccpo_lab.report.numbers import NO_INTERVAL, Pair, interval, num, rng_for
 from ccpo_lab.report.settings import ReportSettings
 
 N_MAX = 1000
 """Largest seed count searched by the seeds-needed estimate."""
 
 
-def _per_seed(arm: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+def _per_seed(arm: ArmRow) -> tuple[np.ndarray, np.ndarray]:
     """Seeds with a window mean and their means: int (n,), float (n,)."""
-    items = [(int(k), v["mean"]) for k, v in arm["per_seed"].items() if v["mean"] is not None]
+    items = [(k, r.mean) for k, r in arm.per_seed.items() if r.mean is not None]
     seeds = np.array([k for k, _ in items], dtype=np.int64)
     return seeds, np.array([m for _, m in items], dtype=np.float64)
 
 
-def _fingerprints(arm: Mapping[str, Any]) -> dict[int, str | None]:
+def _fingerprints(arm: ArmRow) -> dict[int, str | None]:
     """Step-1 fingerprints of the seeds that enter a comparison (those with a mean)."""
-    return {int(k): v["fingerprint"] for k, v in arm["per_seed"].items()
-            if v["mean"] is not None}
+    return {k: r.fingerprint for k, r in arm.per_seed.items() if r.mean is not None}
 
 
-def power_sd(arm: Mapping[str, Any]) -> tuple[float, bool]:
+def power_sd(arm: ArmRow) -> tuple[float, bool]:
     """The sd used for power: across seeds, else (one seed) the within-run sd (assumed)."""
-    if arm["sd"] is not None:
-        return float(arm["sd"]), False
-    if arm["within_run_sd"] is not None:
-        return float(arm["within_run_sd"]), True
+    if arm.sd is not None:
+        return float(arm.sd), False
+    if arm.within_run_sd is not None:
+        return float(arm.within_run_sd), True
     return float("nan"), False
 
 
@@ -59,51 +60,65 @@ def verdict_text(label: str, needed: int | None, resolvable: bool, assumed: bool
     return "unresolved"
 
 
-def compare_to_reference(arms: Sequence[Mapping[str, Any]],
-                         s: ReportSettings) -> list[dict[str, Any]]:
-    """The comparison entries (JSON-ready) of every arm but the reference, in arm order.
+def _improvement(x: np.ndarray, y: np.ndarray, arm: str, s: ReportSettings,
+                 boot_min: int) -> tuple[float, Pair]:
+    """P(X > Y) over seeds, and its bootstrap interval when both arms have ``boot_min``
+    seeds (below that it cannot reach the level: none is given)."""
+    from ccpo_lab.stats import probability_of_improvement, probability_of_improvement_ci
+
+    poi = probability_of_improvement(x, y) if x.size and y.size else float("nan")
+    if min(x.size, y.size) < boot_min:
+        return float(poi), NO_INTERVAL
+    iv = probability_of_improvement_ci(x, y, rng_for(s.rng_seed, "poi", arm), s.confidence,
+                                       s.bootstrap_reps)
+    return float(poi), interval(iv.low, iv.high)
+
+
+def comparison_rows(arms: Sequence[ArmRow], s: ReportSettings) -> tuple[ComparisonRow, ...]:
+    """The comparison rows of every arm but the reference, in arm order.
 
     The family (tests, Holm, power, verdicts) is :func:`ccpo_lab.stats.compare_to_reference`;
-    this adds P(X > Y), step-1 identity, and the assumed-sd power figures of one-seed arms.
+    this adds P(X > Y) and its interval, step-1 identity, and the assumed-sd power figures
+    of one-seed arms.
     """
     from ccpo_lab.runs.verify import step1_agreement
-    from ccpo_lab.stats import compare_to_reference as family
-    from ccpo_lab.stats import probability_of_improvement, seeds_needed, verdict
+    from ccpo_lab.stats import bootstrap_min_runs, compare_to_reference, seeds_needed, verdict
 
-    by_name = {a["arm"]: a for a in arms}
+    by_name: Mapping[str, ArmRow] = {a.arm: a for a in arms}
     per_seed = {name: _per_seed(a) for name, a in by_name.items()}
-    rows = family({name: v for name, (_, v) in per_seed.items()}, s.reference,
-                  {name: k for name, (k, _) in per_seed.items()}, s.confidence, s.alpha,
-                  s.power, N_MAX)
+    rows = compare_to_reference({name: v for name, (_, v) in per_seed.items()}, s.reference,
+                                {name: k for name, (k, _) in per_seed.items()}, s.confidence,
+                                s.alpha, s.power, N_MAX)
     ref = by_name[s.reference]
-    y = per_seed[s.reference][1]
     fp_y = _fingerprints(ref)
     sd_y, assumed_y = power_sd(ref)
+    boot_min = bootstrap_min_runs(s.confidence)
     out = []
     for row in rows:
         c, arm = row.comparison, by_name[row.arm]
-        x = per_seed[row.arm][1]
         sd_x, assumed_x = power_sd(arm)
-        resolvable = bool(np.isfinite(c.diff) and c.diff != 0.0 and np.isfinite(sd_x)
-                          and np.isfinite(sd_y) and (sd_x > 0 or sd_y > 0))
+        if c.test == "paired":  # the paired test's power comes from the differences' sd
+            spread = bool(np.isfinite(c.sd_diff) and c.sd_diff > 0)
+        else:
+            spread = bool(np.isfinite(sd_x) and np.isfinite(sd_y) and (sd_x > 0 or sd_y > 0))
+        resolvable = bool(np.isfinite(c.diff) and c.diff != 0.0 and spread)
         needed, v = row.seeds_needed, row.verdict
-        assumed = False
-        if needed is None and resolvable and (assumed_x or assumed_y):
-            assumed = True
-            needed = seeds_needed(c.diff, sd_x, sd_y, s.alpha, s.power, n_max=N_MAX,
+        assumed = needed is None and resolvable and (assumed_x or assumed_y)
+        if assumed:
+            needed = seeds_needed(c.diff, sd_x, sd_y, row.power_alpha, s.power, n_max=N_MAX,
                                   two_sided=True)
             v = verdict(c.diff, row.p_holm, c.n_x, c.n_y, needed, s.alpha)
-        poi = probability_of_improvement(x, y) if x.size and y.size else float("nan")
+        poi, ci_poi = _improvement(per_seed[row.arm][1], per_seed[s.reference][1], row.arm, s,
+                                   boot_min)
         agree = step1_agreement(_fingerprints(arm), fp_y)
-        out.append({
-            "arm": row.arm, "reference": s.reference, "paired": c.test == "paired",
-            "test": c.test, "n_x": c.n_x, "n_y": c.n_y, "n_pairs": c.n_pairs,
-            "diff": _num(c.diff), "ci": [_num(c.ci_low), _num(c.ci_high)],
-            "p": _num(c.p_value), "p_holm": _num(row.p_holm), "prob_improvement": _num(poi),
-            "seeds_needed": needed, "min_detectable_diff": _num(row.mdd),
-            "power_sd_assumed": assumed, "verdict": v.label,
-            "verdict_text": verdict_text(v.label, needed, resolvable, assumed),
-            "reason": v.reason, "step1_verified": agree.verified, "step1": agree.status,
-            "step1_detail": agree.detail,
-        })
-    return out
+        out.append(ComparisonRow(
+            arm=row.arm, reference=s.reference, paired=c.test == "paired", test=c.test,
+            n_x=c.n_x, n_y=c.n_y, n_pairs=c.n_pairs, diff=num(c.diff),
+            ci=interval(c.ci_low, c.ci_high), p=num(c.p_value), p_holm=num(row.p_holm),
+            prob_improvement=num(poi), ci_prob_improvement=ci_poi, seeds_needed=needed,
+            min_detectable_diff=num(row.mdd), power_alpha=row.power_alpha,
+            power_sd_assumed=assumed, verdict=v.label,
+            verdict_text=verdict_text(v.label, needed, resolvable, assumed), reason=v.reason,
+            step1_verified=agree.verified, step1=agree.status, step1_detail=agree.detail,
+        ))
+    return tuple(out)

@@ -59,16 +59,18 @@ def check_sweep_dir(sweep_dir: str | Path) -> Path:
 
 def discover_runs(sweep_dir: str | Path) -> list[FoundRun]:
     """Every run directory of the sweep, sorted by (arm, seed, suffix)."""
+    from ccpo_lab.runs.layout import RunDir
+
     root = Path(sweep_dir)
     found: dict[tuple[str, int], list[tuple[int, Path]]] = {}
-    for run_json in root.glob("*/seed-*/run.json"):
+    for run_json in root.glob(f"*/seed-*/{RunDir(root).run_json.name}"):
         d = run_json.parent
         m = SEED_DIR_RE.match(d.name)
         if m is None or d.parent.name.startswith("."):
             continue
         key = (d.parent.name, int(m.group(1)))
         found.setdefault(key, []).append((int(m.group(2) or 1), d))
-    out = []
+    out: list[FoundRun] = []
     for (arm, seed), dirs in sorted(found.items()):
         dirs.sort()
         names = tuple(p.name for _, p in dirs)

@@ -2,60 +2,66 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from ccpo_lab.config.yamlio import atomic_write_text
 from ccpo_lab.errors import UserError
 from ccpo_lab.report.analysis import Report
-from ccpo_lab.report.tables import csv_tables, to_csv, to_latex, to_markdown
+from ccpo_lab.report.export import csv_tables, to_csv, to_json
+from ccpo_lab.report.latex import latex_document, to_latex
+from ccpo_lab.report.model import ReportModel
+from ccpo_lab.report.tables import to_markdown
 
 FORMATS = ("md", "csv", "latex", "json")
 
 
-def to_json(data: Mapping[str, Any], indent: int | None = None) -> str:
-    """The report document as JSON (no NaN: undefined values are null); compact by default."""
-    seps = (",", ":") if indent is None else (",", ": ")
-    return json.dumps(data, indent=indent, separators=seps, allow_nan=False) + "\n"
-
-
-def render(data: Mapping[str, Any], fmt: str) -> str:
-    """The report in one format: ``md``, ``csv``, ``latex`` or ``json``."""
+def render(model: ReportModel, fmt: str) -> str:
+    """The report in one format: ``md``, ``csv``, ``latex`` (the tables fragment) or ``json``."""
     if fmt == "md":
-        return to_markdown(data)
+        return to_markdown(model)
     if fmt == "csv":
-        return to_csv(data)
+        return to_csv(model)
     if fmt == "latex":
-        return to_latex(data)
+        return to_latex(model)
     if fmt == "json":
-        return to_json(data)
+        return to_json(model)
     raise UserError("unknown report format", key="--format", value=fmt, valid=FORMATS)
 
 
-def write_all(report: Report, out_dir: str | Path, plots: bool = True) -> list[Path]:
-    """Write every format, the CSV tables and (``plots``) the PNG plots into ``out_dir``.
+def figure_list() -> list[tuple[str, str]]:
+    """``(files, what it shows)`` of every figure, for notes and report.md."""
+    from ccpo_lab.report.plots import FIGURES
 
-    Files: ``report.md``, ``report.tex``, ``report.json``, ``main.csv``, ``per_task.csv``,
-    ``per_seed.csv``, ``learning_curves.png``, ``per_task.png``. Returns their paths.
+    return [(f"{f.stem}.png / {f.stem}.pdf", f.what) for f in FIGURES]
+
+
+def write_all(report: Report, out_dir: str | Path, plots: bool = True) -> list[Path]:
+    """Write every format, the CSV tables and (``plots``) the figures into ``out_dir``.
+
+    Files: ``report.md`` (tables, notes, the list of figures), ``report.tex`` (a standalone
+    document: tables and figures), ``tables.tex`` (the tables alone, to ``\\input`` into a
+    paper), ``report.json``, ``arms.csv``, ``comparisons.csv``, ``per_task.csv``,
+    ``per_seed.csv``, and each figure of :data:`ccpo_lab.report.plots.FIGURES` as ``.png``
+    (300 dpi) and ``.pdf``. Returns their paths.
     """
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise UserError("--out must be a directory", file=out)
     out.mkdir(parents=True, exist_ok=True)
+    model = report.model
+    figures: list[tuple[str, str, bool]] = []
     written = []
-    for name, text in (("report.md", to_markdown(report.data)),
-                       ("report.tex", to_latex(report.data)),
-                       ("report.json", to_json(report.data, indent=2))):
+    if plots:
+        from ccpo_lab.report.plots import FIGURES, write_figures
+
+        written += write_figures(report, out)
+        figures = [(f"{f.stem}.pdf", f.what, f.wide) for f in FIGURES]
+    texts = {"report.md": to_markdown(model, figure_list() if plots else ()),
+             "report.tex": latex_document(model, figures),
+             "tables.tex": to_latex(model),
+             "report.json": to_json(model, indent=2),
+             **{f"{name}.csv": text for name, text in csv_tables(model).items()}}
+    for name, text in texts.items():
         atomic_write_text(out / name, text)
         written.append(out / name)
-    for name, text in csv_tables(report.data).items():
-        atomic_write_text(out / f"{name}.csv", text)
-        written.append(out / f"{name}.csv")
-    if plots:
-        from ccpo_lab.report.plots import learning_curves, per_task_bars
-
-        written.append(learning_curves(report, out / "learning_curves.png"))
-        written.append(per_task_bars(report, out / "per_task.png"))
     return written

@@ -1,23 +1,41 @@
-"""The report's tables (main, per task type, per seed) as Markdown, LaTeX and CSV.
+"""The report's tables, built once from the typed model, and their Markdown.
 
-Everything is rendered from the report document (:attr:`Report.data`). Markdown and
-LaTeX show success rates in percent and mark interim runs and comparisons whose step-1
-identity was not verified; CSV holds the raw values in the metric's units.
+Each builder turns the :class:`~ccpo_lab.report.model.ReportModel` into a :class:`Table`
+of formatted cells; Markdown (here) and LaTeX (:mod:`ccpo_lab.report.latex`) render the
+same cells, so both show the same numbers. Success rates are shown in percent; interim
+runs (``*``), comparisons whose step-1 identity was not verified (``†``) and power
+figures with an assumed sd (``‡``) are marked. The CSV files and the JSON hold the raw
+values (:mod:`ccpo_lab.report.export`).
+
+To add a table: write a builder ``(model) -> Table`` and add it to :data:`TABLES`.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from ccpo_lab.report.analysis import TASK_COLUMNS, is_rate
+from ccpo_lab.report.collect import TASK_COLUMNS
+from ccpo_lab.report.model import ArmRow, ReportModel
+from ccpo_lab.report.numbers import Pair, is_rate
 
 DASH = "—"
 INTERIM_MARK = "*"
 STEP1_MARK = "†"
+ASSUMED_MARK = "‡"
+TRAIN_MARK = " (train)"
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table column."""
+
+    title: str
+    """Header text (Unicode symbols; LaTeX maps them to math)."""
+    align: str = "r"
+    """``l`` or ``r``."""
+    wrap: bool = False
+    """LaTeX: a text column that may wrap (arm names)."""
 
 
 @dataclass(frozen=True)
@@ -25,15 +43,20 @@ class Table:
     """A formatted table: cells are strings."""
 
     name: str
-    """File stem (``main``, ``per_task``, ``per_seed``)."""
+    """Identifier (``arms``, ``comparisons``, ``rise``, ``per_task``, ``per_seed``)."""
     title: str
     """One-line caption."""
-    header: list[str]
-    """Column names."""
-    rows: list[list[str]]
-    """Cells."""
-    notes: list[str] = field(default_factory=list)
+    columns: tuple[Column, ...]
+    """Columns."""
+    rows: tuple[tuple[str, ...], ...]
+    """Cells, one tuple per row."""
+    notes: tuple[str, ...] = ()
     """Footnotes."""
+
+    @property
+    def header(self) -> list[str]:
+        """Column titles."""
+        return [c.title for c in self.columns]
 
 
 def fmt(v: float | None, pct: bool, signed: bool = False) -> str:
@@ -45,259 +68,300 @@ def fmt(v: float | None, pct: bool, signed: bool = False) -> str:
     return f"{x:{sign}.1f}" if pct or abs(x) >= 100 else f"{x:{sign}.2f}"
 
 
-def fmt_ci(ci: Sequence[float | None] | None, pct: bool) -> str:
+def fmt_ci(ci: Pair | Sequence[float | None] | None, pct: bool) -> str:
     """``[lo, hi]``, or a dash when undefined."""
     if not ci or ci[0] is None or ci[1] is None:
         return DASH
     return f"[{fmt(ci[0], pct)}, {fmt(ci[1], pct)}]"
 
 
-def _interim_notes(arm: Mapping[str, Any]) -> list[str]:
+def fmt_p(p: float | None) -> str:
+    """A p-value with three decimals; below 0.001 as ``<0.001``."""
+    if p is None:
+        return DASH
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def fmt_prob(v: float | None) -> str:
+    """A probability with two decimals."""
+    return DASH if v is None else f"{v:.2f}"
+
+
+def fmt_ci_prob(ci: Pair) -> str:
+    """``[lo, hi]`` of a probability, or a dash."""
+    if ci[0] is None or ci[1] is None:
+        return DASH
+    return f"[{ci[0]:.2f}, {ci[1]:.2f}]"
+
+
+def level(model: ReportModel) -> str:
+    """The confidence level as text, e.g. ``95%``."""
+    return f"{100 * model.confidence:g}%"
+
+
+def z_value(confidence: float) -> float:
+    """The two-sided normal quantile of a confidence level (1.96 at 95%)."""
+    from scipy.special import ndtri
+
+    return float(ndtri(0.5 + confidence / 2.0))
+
+
+def _arm_name(arm: ArmRow) -> str:
+    return arm.arm + (INTERIM_MARK if arm.interim else "")
+
+
+def _interim_notes(arm: ArmRow) -> list[str]:
     out = []
-    for k in arm["interim_seeds"]:
-        e = arm["per_seed"][str(k)]
-        total = e["total_steps"] if e["total_steps"] is not None else "?"
-        if e["last_step"] is None:
-            out.append(f"{arm['arm']} seed {k} has logged nothing yet (of {total} steps)")
+    for k in arm.interim_seeds:
+        e = arm.per_seed[k]
+        total = e.total_steps if e.total_steps is not None else "?"
+        if e.last_step is None:
+            out.append(f"{arm.arm} seed {k} has logged nothing yet (of {total} steps)")
         else:
-            out.append(f"{arm['arm']} seed {k} at step {e['last_step']} of {total}")
+            out.append(f"{arm.arm} seed {k} at step {e.last_step} of {total}")
     return out
 
 
-def main_table(data: Mapping[str, Any]) -> Table:
-    """Arm | mean | CIs | sd | seeds | evaluations | difference vs reference | verdict."""
-    pct = is_rate(data["metric"])
-    level = f"{100 * data['confidence']:g}%"
-    ref = data["reference"]
-    comps = {c["arm"]: c for c in data["comparisons"]}
-    rows, interim, unverified, assumed = [], [], [], False
-    for arm in data["arms"]:
-        name = arm["arm"] + (" (reference)" if arm["arm"] == ref else "")
-        if arm["interim"]:
-            name += INTERIM_MARK
-            interim.extend(_interim_notes(arm))
-        c = comps.get(arm["arm"])
-        diff = verdict = DASH
-        if c is not None:
-            if not c["step1_verified"]:
-                name += STEP1_MARK
-                unverified.append(f"{arm['arm']} vs {ref}: {c['step1_detail']}")
-            diff = fmt(c["diff"], pct, signed=True)
-            if c["ci"][0] is not None:
-                diff += f" {fmt_ci(c['ci'], pct)}"
-            verdict = c["verdict_text"]
-            assumed = assumed or ("sd assumed" in verdict)
-        evals = "/".join(str(arm["per_seed"][str(k)]["n_evals"]) for k in arm["seeds"])
-        rows.append([name, fmt(arm["mean"], pct), fmt_ci(arm["ci_t"], pct),
-                     fmt_ci(arm["ci_bootstrap"], pct), fmt(arm["sd"], pct),
-                     str(arm["n_seeds"]), f"{arm['n_evals']} ({evals})", diff, verdict])
-    unit = " (%)" if pct else ""
-    header = ["arm", f"held-out mean{unit}", f"{level} CI (t)", f"{level} CI (bootstrap)",
-              "sd across seeds", "seeds", "evaluations (per seed)",
-              f"difference vs {ref} [{level} CI]", "verdict"]
-    notes = []
-    if interim:
-        notes.append(f"{INTERIM_MARK} interim (not at the final step): " + "; ".join(interim))
+def _interim_note(model: ReportModel) -> list[str]:
+    interim = [n for a in model.arms for n in _interim_notes(a)]
+    return [f"{INTERIM_MARK} interim (not at the final step): " + "; ".join(interim)] \
+        if interim else []
+
+
+def _unit(model: ReportModel) -> str:
+    return " (%)" if is_rate(model.metric) else ""
+
+
+def arms_table(model: ReportModel) -> Table:
+    """Arm | mean | CI (t) | sd | seeds | IQM | turns, and bootstrap intervals where valid."""
+    from ccpo_lab.stats import BRADLEY_LIBERAL, percentile_coverage
+
+    pct = is_rate(model.metric)
+    lv = level(model)
+    show_boot = any(a.ci_bootstrap[0] is not None for a in model.arms)
+    show_iqm_ci = any(a.ci_iqm[0] is not None for a in model.arms)
+    columns = [Column("arm", "l", wrap=True), Column("mean"), Column(f"{lv} CI (t)"),
+               Column("sd"), Column("seeds")]
+    if show_boot:
+        columns.append(Column(f"{lv} CI (bootstrap)"))
+    columns.append(Column("IQM"))
+    if show_iqm_ci:
+        columns.append(Column(f"IQM {lv} CI"))
+    columns.append(Column("turns"))
+    rows, train_turns = [], False
+    for a in model.arms:
+        name = a.arm + (" (ref.)" if a.arm == model.reference else "")
+        row = [name + (INTERIM_MARK if a.interim else ""), fmt(a.mean, pct),
+               fmt_ci(a.ci_t, pct), fmt(a.sd, pct), str(a.n_seeds)]
+        if show_boot:
+            row.append(fmt_ci(a.ci_bootstrap, pct))
+        row.append(DASH if a.iqm is None else fmt(a.iqm, True))
+        if show_iqm_ci:
+            row.append(fmt_ci(a.ci_iqm, True))
+        turns = fmt(a.per_task["Turns"].mean, False)
+        if a.turns_from_training and turns != DASH:
+            turns += TRAIN_MARK
+            train_turns = True
+        rows.append((*row, turns))
+    notes = [f"mean over seeds of each seed's converged-window mean (step ≥ "
+             f"{model.window_start}); {lv} CI (t): Student t interval over seeds, the "
+             "interval to cite; IQM: interquartile mean over seeds × the six task types "
+             "(rliable)" + (", its CI a stratified bootstrap" if show_iqm_ci else "")
+             + "; turns: mean held-out episode length"]
+    if train_turns:
+        notes.append(f"{TRAIN_MARK.strip()}: turns from training episodes "
+                     "(episode/length/mean); held-out turns (val/length/mean) not logged")
+    short = [a.n_seeds for a in model.arms if 2 <= a.n_seeds < model.bootstrap_min_seeds]
+    if short:
+        n = min(short)
+        floor = 100 * (1 - BRADLEY_LIBERAL * (1 - model.confidence))
+        notes.append(
+            f"percentile-bootstrap intervals are shown from {model.bootstrap_min_seeds} seeds "
+            f"(the IQM's, stratified over task types, from {model.iqm_bootstrap_min_seeds}): "
+            f"with fewer, a {lv} percentile bootstrap covers less than {floor:g}% (about "
+            f"{100 * percentile_coverage(n, model.confidence):.0f}% at {n} seeds)")
+    notes += _interim_note(model)
+    title = f"{model.metric}{_unit(model)} per arm, converged window step ≥ {model.window_start}"
+    return Table("arms", title, tuple(columns), tuple(rows), tuple(notes))
+
+
+def comparisons_table(model: ReportModel) -> Table:
+    """Arm | Δ | CI | p | p (Holm) | P(X>Y) | seeds needed | verdict: one test per row."""
+    pct = is_rate(model.metric)
+    lv = level(model)
+    ref = model.reference
+    show_poi_ci = any(c.ci_prob_improvement[0] is not None for c in model.comparisons)
+    columns = [Column("arm", "l", wrap=True), Column("Δ"), Column(f"{lv} CI"), Column("p"),
+               Column("p (Holm)"), Column("P(X>Y)")]
+    if show_poi_ci:
+        columns.append(Column(f"P(X>Y) {lv} CI"))
+    columns += [Column("seeds needed"), Column("verdict", "l")]
+    rows, unverified, assumed = [], [], False
+    for c in model.comparisons:
+        arm = model.arm(c.arm)
+        name = _arm_name(arm)
+        if not c.step1_verified:
+            name += STEP1_MARK
+            unverified.append(f"{c.arm}: {c.step1_detail}")
+        if c.seeds_needed is not None:
+            needed = str(c.seeds_needed)
+        elif c.verdict == "unresolved" and "more than" in c.verdict_text:
+            needed = ">1000"
+        else:
+            needed = DASH
+        if c.power_sd_assumed:
+            needed += ASSUMED_MARK
+            assumed = True
+        row = [name, fmt(c.diff, pct, signed=True), fmt_ci(c.ci, pct), fmt_p(c.p),
+               fmt_p(c.p_holm), fmt_prob(c.prob_improvement)]
+        if show_poi_ci:
+            row.append(fmt_ci_prob(c.ci_prob_improvement))
+        rows += [tuple([*row, needed, c.verdict])]
+    m = len(model.comparisons)
+    welch = [c.arm for c in model.comparisons if c.test == "welch"]
+    test = "the paired t-test on the seeds both arms ran"
+    if welch:
+        test += f" (Welch's t-test for {', '.join(welch)}: fewer than 2 common seeds)"
+    notes = [f"Δ = arm − {ref}{_unit(model)}; {lv} CI, p and seeds needed come from one test "
+             f"per row: {test}",
+             f"p (Holm): adjusted over the {m} comparison{'s' if m != 1 else ''} with {ref}; "
+             f"better or worse only when p (Holm) < {model.alpha:g} with ≥ 2 seeds per arm, "
+             "else unresolved",
+             f"seeds needed: per arm for power {model.power:g} at the observed Δ with the "
+             f"same test, two-sided, at α/{m} = {model.alpha / max(m, 1):.3g} (Colas et al. "
+             "2018; paired: from the sd of the per-seed differences)",
+             f"P(X>Y): probability that a seed of the arm beats a seed of {ref} "
+             "(Mann–Whitney U / (n_x n_y))"
+             + ("" if show_poi_ci else f"; its bootstrap interval is shown from "
+                f"{model.bootstrap_min_seeds} seeds per arm")]
     if unverified:
         notes.append(f"{STEP1_MARK} step-1 identity not verified: " + "; ".join(unverified))
     if assumed:
-        notes.append("sd assumed: an arm with one seed has no sd across seeds; seeds needed "
-                     "assumes it equals the within-run sd of its evaluations")
-    notes.append(f"mean of per-seed converged-window means (step >= {data['window_start']}); "
-                 f"verdict: Holm-corrected p < {data['alpha']:g} with >= 2 seeds per arm "
-                 "(paired by seed when possible, else Welch); one seed is always unresolved; "
-                 f"seeds needed at power {data['power']:g} (Colas et al. 2018)")
-    title = f"{data['metric']}, converged window step >= {data['window_start']}"
-    return Table("main", title, header, rows, notes)
+        notes.append(f"{ASSUMED_MARK} sd assumed: an arm with one seed has no sd across "
+                     "seeds; the seeds-needed figure assumes it equals the within-run sd of "
+                     "its evaluations (Welch)")
+    notes += _interim_note(model)
+    title = f"{model.metric}{_unit(model)}: each arm against {ref}"
+    return Table("comparisons", title, tuple(columns), tuple(rows), tuple(notes))
 
 
-def _cell(stats: Mapping[str, Any], pct: bool) -> str:
-    if stats["mean"] is None:
+def _cell(mean: float | None, sd: float | None, pct: bool) -> str:
+    if mean is None:
         return DASH
-    if stats["sd"] is None:
-        return fmt(stats["mean"], pct)
-    return f"{fmt(stats['mean'], pct)} ± {fmt(stats['sd'], pct)}"
+    if sd is None:
+        return fmt(mean, pct)
+    return f"{fmt(mean, pct)} ± {fmt(sd, pct)}"
 
 
-def per_task_table(data: Mapping[str, Any]) -> Table:
-    """Arm | Pick | Look | Clean | Heat | Cool | Pick2 | All | Turns (mean ± sd over seeds)."""
-    rows = []
-    train_turns = False
-    for arm in data["arms"]:
-        cells = [_cell(arm["per_task"][c], c != "Turns") for c in TASK_COLUMNS]
-        if arm["turns_from_training"] and cells[-1] != DASH:
-            train_turns = True
-            cells[-1] += " (train)"
-        iqm = DASH if arm["iqm"] is None else fmt(arm["iqm"], True)
-        if arm["ci_iqm"] and arm["ci_iqm"][0] is not None:
-            iqm += f" {fmt_ci(arm['ci_iqm'], True)}"
-        rows.append([arm["arm"] + (INTERIM_MARK if arm["interim"] else "")] + cells + [iqm])
-    b = data["baselines"]
+def per_task_table(model: ReportModel) -> Table:
+    """Arm | Pick | Look | Clean | Heat | Cool | Pick2 | All (mean ± sd over seeds)."""
+    cols = [c for c in TASK_COLUMNS if c != "Turns"]
+    rows = [(_arm_name(a), *(_cell(a.per_task[c].mean, a.per_task[c].sd, True) for c in cols))
+            for a in model.arms]
+    b = model.baselines
     notes = []
-    if b["shown"]:
-        for row in b["rows"]:
-            rows.append([f"{row['method']} (published, {b['backbone']})"]
-                        + [fmt(row["per_task"].get(c), True) for c in TASK_COLUMNS] + [DASH])
-        notes.append(f"published: {b['source']}")
-    elif b["note"]:
-        notes.append(b["note"])
-    if train_turns:
-        notes.append("(train): Turns from training episodes (episode/length/mean); held-out "
-                     "turns (val/length/mean) not logged")
-    level = f"{100 * data['confidence']:g}%"
-    header = ["arm", *TASK_COLUMNS, f"IQM [{level} CI]"]
-    notes.append("success in %, mean ± sd over seeds of the converged-window means; "
-                 "All = val/success_rate; IQM: interquartile mean over seeds x the six task "
-                 f"types, stratified bootstrap ({data['bootstrap_reps']} resamples)")
-    return Table("per_task", f"per task type, converged window step >= {data['window_start']}",
-                 header, rows, notes)
+    if b.shown:
+        for r in b.rows:
+            rows.append((f"{r.method} (published, {b.backbone})",
+                         *(fmt(r.per_task.get(c), True) for c in cols)))
+        notes.append(f"published: {b.source}")
+    elif b.note:
+        notes.append(b.note)
+    notes.append("success in %, mean ± sd over seeds of the converged-window means; All = "
+                 "val/success_rate")
+    columns = (Column("arm", "l", wrap=True), *(Column(c) for c in cols))
+    return Table("per_task", f"per task type, converged window step ≥ {model.window_start}",
+                 columns, tuple(rows), tuple(notes))
 
 
-def per_seed_table(data: Mapping[str, Any]) -> Table:
+def per_seed_table(model: ReportModel) -> Table:
     """One row per run: window mean, sd, n, best evaluation and its bias, se, status."""
-    pct = is_rate(data["metric"])
+    pct = is_rate(model.metric)
     rows = []
-    for arm in data["arms"]:
-        for k in arm["seeds"]:
-            e = arm["per_seed"][str(k)]
-            best = DASH if e["best"] is None else f"{fmt(e['best'], pct)} ({e['best_step']})"
-            if e["error"]:
+    for a in model.arms:
+        for k in a.seeds:
+            e = a.per_seed[k]
+            best = DASH if e.best is None else f"{fmt(e.best, pct)} ({e.best_step})"
+            if e.error:
                 status = "unreadable"
-            elif e["total_steps"] is None:
-                status = f"step {e['last_step']} (final unknown)"
-            elif e["interim"]:
-                status = f"interim {e['last_step'] if e['last_step'] is not None else '-'}" \
-                         f"/{e['total_steps']}"
+            elif e.total_steps is None:
+                status = f"step {e.last_step} (final unknown)"
+            elif e.interim:
+                status = f"interim {e.last_step if e.last_step is not None else '-'}" \
+                         f"/{e.total_steps}"
             else:
                 status = "final"
-            rows.append([arm["arm"], str(k), e["dir"], fmt(e["mean"], pct), fmt(e["sd"], pct),
-                         str(e["n_evals"]), best, fmt(e["best_bias"], pct, signed=True),
-                         fmt(e["binomial_se"], pct), status, (e["fingerprint"] or DASH)[:12]])
-    header = ["arm", "seed", "dir", "window mean", "sd", "n", "best (step)", "best's bias",
-              "binomial se", "status", "step-1 fingerprint"]
-    notes = ["best's bias: expected maximum of n normal draws x the run's sd (the best "
-             "evaluation overstates the run by about this much); binomial se: of one "
-             "evaluation at the window mean"]
-    return Table("per_seed", "per seed", header, rows, notes)
+            seed = str(k) if e.dir == f"seed-{k}" else f"{k} ({e.dir})"
+            name = a.arm if k == a.seeds[0] else ""
+            rows.append((name, seed, fmt(e.mean, pct), fmt(e.sd, pct), str(e.n_evals), best,
+                         fmt(e.best_bias, pct, signed=True), fmt(e.binomial_se, pct), status))
+    columns = (Column("arm", "l", wrap=True), Column("seed"), Column("mean"), Column("sd"),
+               Column("n"), Column("best (step)"), Column("bias"), Column("se"),
+               Column("status", "l"))
+    notes = (f"mean, sd, n: of the evaluations in the converged window (step ≥ "
+             f"{model.window_start}); best: the best of them, which overstates the run by "
+             "about its bias (expected maximum of n normal draws × the sd); se: binomial "
+             "standard error of one evaluation at the window mean",)
+    return Table("per_seed", f"{model.metric}{_unit(model)} per seed", columns, tuple(rows),
+                 notes)
 
 
-def rise_table(data: Mapping[str, Any]) -> Table:
-    """Arm | first evaluation | window mean | rise [+- 1.96 binomial se] | z | seeds that rose."""
-    pct = is_rate(data["metric"])
+def rise_table(model: ReportModel) -> Table:
+    """Arm | first evaluation | window mean | rise ± z se | z | seeds that rose."""
+    pct = is_rate(model.metric)
+    z = z_value(model.confidence)
     rows = []
-    for arm in data["arms"]:
-        r = arm["rise"]
-        steps = "/".join(map(str, r["start_steps"])) or DASH
-        first = DASH if r["start"] is None else f"{fmt(r['start'], pct)} (step {steps})"
-        rise = fmt(r["rise"], pct, signed=True)
-        if r["se"] is not None and r["rise"] is not None:
-            rise += f" ± {fmt(1.96 * r['se'], pct)}"
-        z = DASH if r["z"] is None else f"{r['z']:.1f}"
-        rose = f"{r['n_rose']}/{r['n_seeds']}" if r["n_seeds"] else DASH
-        rows.append([arm["arm"] + (INTERIM_MARK if arm["interim"] else ""), first,
-                     fmt(r["window"], pct), rise, z, rose])
-    header = ["arm", "first evaluation", f"window mean (step >= {data['window_start']})",
-              "rise ± 1.96 se", "z", "seeds that rose"]
-    notes = ["means over the seeds that have both; se: the evaluations' own binomial noise "
-             "(first evaluation and window), so |z| > 2 means the policy's held-out success "
-             "changed beyond evaluation noise, not that the arm beats another"
-             + ("" if pct else "; no se: the metric is not a success rate")]
-    return Table("rise", f"{data['metric']}: converged window against the first evaluation",
-                 header, rows, notes)
+    for a in model.arms:
+        r = a.rise
+        steps = "/".join(map(str, r.start_steps)) or DASH
+        first = DASH if r.start is None else f"{fmt(r.start, pct)} (step {steps})"
+        rise = fmt(r.rise, pct, signed=True)
+        if r.se is not None and r.rise is not None:
+            rise += f" ± {fmt(z * r.se, pct)}"
+        rows.append((_arm_name(a), first, fmt(r.window, pct), rise,
+                     DASH if r.z is None else f"{r.z:.1f}",
+                     f"{r.n_rose}/{r.n_seeds}" if r.n_seeds else DASH))
+    columns = (Column("arm", "l", wrap=True), Column("first evaluation"), Column("window"),
+               Column(f"rise ± {z:.2f} se"), Column("z"), Column("seeds that rose"))
+    notes = (f"first evaluation (before training at step 0) and converged-window mean (step ≥ "
+             f"{model.window_start}), means over the seeds that have both; se: the "
+             f"evaluations' own binomial noise, so |z| > {z:.2f} means the policy's held-out "
+             f"result changed beyond evaluation noise (at {level(model)}), not that the arm "
+             "beats another" + ("" if pct else "; no se: the metric is not a success rate"),)
+    return Table("rise", f"{model.metric}{_unit(model)}: converged window against the first "
+                 "evaluation", columns, tuple(rows), notes)
 
 
-def tables(data: Mapping[str, Any]) -> list[Table]:
-    """The four tables."""
-    return [main_table(data), rise_table(data), per_task_table(data), per_seed_table(data)]
+TABLES: tuple[Callable[[ReportModel], Table], ...] = (
+    arms_table, comparisons_table, rise_table, per_task_table, per_seed_table)
+"""The report's tables, in order."""
 
 
-def to_markdown(data: Mapping[str, Any]) -> str:
-    """Every table, with notes, as Markdown."""
-    out = [f"# Report: {data['sweep']}", ""]
-    for t in tables(data):
-        out += [f"## {t.title}", "", "| " + " | ".join(t.header) + " |",
-                "|" + "---|" * len(t.header)]
-        out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in t.rows]
-        out += [""] + [f"- {n}" for n in t.notes] + [""]
-    if data["notes"]:
-        out += ["## Notes", ""] + [f"- {n}" for n in data["notes"]] + [""]
+def tables(model: ReportModel) -> list[Table]:
+    """Every table of the report, in order."""
+    return [build(model) for build in TABLES]
+
+
+def _md_row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+def table_markdown(t: Table) -> list[str]:
+    """A table's header, alignment and rows as Markdown lines."""
+    return [_md_row(t.header),
+            "|" + "".join("--:|" if c.align == "r" else ":--|" for c in t.columns),
+            *(_md_row(row) for row in t.rows)]
+
+
+def to_markdown(model: ReportModel, figures: Sequence[tuple[str, str]] = ()) -> str:
+    """Every table with its notes, the report's notes, and (``figures``: (file, what it
+    shows)) the list of figures, as Markdown."""
+    out = [f"# Report: {model.sweep}", ""]
+    for t in tables(model):
+        out += [f"## {t.title}", "", *table_markdown(t), ""]
+        out += [f"- {n}" for n in t.notes] + [""]
+    if model.notes:
+        out += ["## Notes", ""] + [f"- {n.text}" for n in model.notes] + [""]
+    if figures:
+        out += ["## Figures", ""] + [f"- `{name}`: {what}" for name, what in figures] + [""]
     return "\n".join(out)
-
-
-_LATEX_ESCAPES = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-                  "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-                  "\\": r"\textbackslash{}", "±": r"$\pm$", "—": "--", "†": r"$^\dagger$",
-                  "≥": r"$\geq$"}
-
-
-def latex_escape(text: str) -> str:
-    """Escape LaTeX special characters."""
-    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in text)
-
-
-def to_latex(data: Mapping[str, Any]) -> str:
-    """Every table as a LaTeX ``table`` (needs ``booktabs``)."""
-    out = [f"% ccpo-lab report: {latex_escape(data['sweep'])} (requires \\usepackage{{booktabs}})"]
-    for t in tables(data):
-        out += [r"\begin{table}[ht]", r"\centering", r"\small",
-                rf"\caption{{{latex_escape(t.title)}}}",
-                r"\begin{tabular}{l" + "r" * (len(t.header) - 1) + "}", r"\toprule",
-                " & ".join(latex_escape(h) for h in t.header) + r" \\", r"\midrule"]
-        out += [" & ".join(latex_escape(c) for c in row) + r" \\" for row in t.rows]
-        out += [r"\bottomrule", r"\end{tabular}"]
-        out += [rf"\par\footnotesize {latex_escape(n)}" for n in t.notes]
-        out += [r"\end{table}", ""]
-    return "\n".join(out)
-
-
-def _csv(header: list[str], rows: list[list[Any]]) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(header)
-    w.writerows([["" if v is None else v for v in row] for row in rows])
-    return buf.getvalue()
-
-
-def csv_tables(data: Mapping[str, Any]) -> dict[str, str]:
-    """``{"main": csv, "per_task": csv, "per_seed": csv}``, raw values in metric units."""
-    comps = {c["arm"]: c for c in data["comparisons"]}
-    main = []
-    for a in data["arms"]:
-        c = comps.get(a["arm"], {})
-        main.append([a["arm"], a["arm"] == data["reference"], a["n_seeds"], a["n_evals"],
-                     a["mean"], a["sd"], *a["ci_t"], *a["ci_bootstrap"], a["iqm"],
-                     *(a["ci_iqm"] or [None, None]), a["interim"], c.get("diff"),
-                     *(c.get("ci") or [None, None]), c.get("p"), c.get("p_holm"),
-                     c.get("prob_improvement"), c.get("seeds_needed"), c.get("verdict"),
-                     c.get("step1_verified"), a["rise"]["start"], a["rise"]["rise"],
-                     a["rise"]["se"], a["rise"]["z"], a["rise"]["n_rose"]])
-    per_task = [[a["arm"], col, st["n_seeds"], st["mean"], st["sd"], *st["ci_t"]]
-                for a in data["arms"] for col, st in a["per_task"].items()]
-    b = data["baselines"]
-    if b["shown"]:
-        per_task += [[f"{r['method']} (published)", col, 3, v, None, None, None]
-                     for r in b["rows"] for col, v in r["per_task"].items()]
-    per_seed = [[a["arm"], k, e["dir"], e["mean"], e["sd"], e["n_evals"], e["best"],
-                 e["best_step"], e["best_bias"], e["binomial_se"], e["n_episodes"],
-                 e["last_step"], e["total_steps"], e["interim"], e["fingerprint"],
-                 e["start"], e["start_step"]]
-                for a in data["arms"] for k, e in a["per_seed"].items()]
-    return {
-        "main": _csv(["arm", "reference", "n_seeds", "n_evals", "mean", "sd", "ci_t_low",
-                      "ci_t_high", "ci_bootstrap_low", "ci_bootstrap_high", "iqm",
-                      "iqm_ci_low", "iqm_ci_high", "interim", "diff", "diff_ci_low",
-                      "diff_ci_high", "p", "p_holm", "prob_improvement", "seeds_needed",
-                      "verdict", "step1_verified", "start", "rise", "rise_se", "rise_z",
-                      "n_rose"], main),
-        "per_task": _csv(["arm", "column", "n_seeds", "mean", "sd", "ci_t_low", "ci_t_high"],
-                         per_task),
-        "per_seed": _csv(["arm", "seed", "dir", "mean", "sd", "n_evals", "best", "best_step",
-                          "best_bias", "binomial_se", "n_episodes", "last_step",
-                          "total_steps", "interim", "fingerprint", "start", "start_step"],
-                         per_seed),
-    }
-
-
-def to_csv(data: Mapping[str, Any]) -> str:
-    """The three CSV tables, each after a ``# <name>`` line, separated by blank lines."""
-    return "\n".join(f"# {name}\n{text}" for name, text in csv_tables(data).items())

@@ -12,10 +12,12 @@ Layers (each a module; all re-exported here):
 * :mod:`.improvement` -- probability of improvement P(X > Y) and its interval.
 * :mod:`.compare` -- X vs reference Y (paired by seed or Welch), Holm correction.
 * :mod:`.power` -- Colas et al. 2018 power: type-II error, seeds needed,
-  minimal detectable difference.
+  minimal detectable difference, for Welch's test and for the paired test.
 * :mod:`.verdict` -- 'better' / 'worse' / 'unresolved'.
 * :mod:`.family` -- every arm vs one reference in one call (tests, Holm, power,
-  verdicts): the recommended entry point for a study table.
+  verdicts): the recommended entry point for a study table. Each comparison's interval,
+  p and seeds-needed come from the same test.
+* :mod:`.checks` -- argument checks shared by the modules above.
 * :mod:`.sequential` -- group-sequential tests for adaptive seeds: Lan-DeMets alpha
   spending, boundaries calibrated for t-tests at few seeds, Holm across looks and
   comparisons, non-binding futility (used by :mod:`ccpo_lab.adaptive`).
@@ -38,22 +40,37 @@ from ccpo_lab.stats.aggregate import (
     t_interval,
 )
 from ccpo_lab.stats.bootstrap import (
+    BRADLEY_LIBERAL,
     DEFAULT_N_REPS,
     Interval,
     bootstrap_ci,
     bootstrap_distribution,
+    bootstrap_min_runs,
+    percentile_coverage,
     percentile_interval,
     stratified_bootstrap_ci,
     stratified_bootstrap_distribution,
 )
 from ccpo_lab.stats.compare import Comparison, compare_arms, compare_summaries, holm
-from ccpo_lab.stats.family import ArmVersusReference, compare_to_reference
+from ccpo_lab.stats.family import (
+    ArmVersusReference,
+    compare_to_reference,
+    comparison_power,
+    family_level,
+)
 from ccpo_lab.stats.improvement import (
     probability_of_improvement,
     probability_of_improvement_ci,
     probability_of_improvement_distribution,
 )
-from ccpo_lab.stats.power import minimal_detectable_difference, seeds_needed, welch_type2_error
+from ccpo_lab.stats.power import (
+    minimal_detectable_difference,
+    paired_minimal_detectable_difference,
+    paired_seeds_needed,
+    paired_type2_error,
+    seeds_needed,
+    welch_type2_error,
+)
 from ccpo_lab.stats.run import (
     BestEvaluation,
     Rise,
@@ -75,6 +92,7 @@ from ccpo_lab.stats.sequential import (
 from ccpo_lab.stats.verdict import Verdict, VerdictLabel, verdict
 
 __all__ = [
+    "BRADLEY_LIBERAL",
     "DEFAULT_N_REPS",
     "SPENDING_FUNCTIONS",
     "ArmSummary",
@@ -96,14 +114,21 @@ __all__ = [
     "bootstrap_ci",
     "bootstrap_distribution",
     "calibrated_levels",
+    "bootstrap_min_runs",
     "compare_arms",
     "compare_summaries",
     "compare_to_reference",
+    "comparison_power",
     "expected_max_normal",
+    "family_level",
     "holm",
     "is_interim",
     "minimal_detectable_difference",
     "normal_boundaries",
+    "paired_minimal_detectable_difference",
+    "paired_seeds_needed",
+    "paired_type2_error",
+    "percentile_coverage",
     "percentile_interval",
     "probability_of_improvement",
     "probability_of_improvement_ci",

@@ -21,6 +21,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
+from ccpo_lab.stats.checks import check_confidence
+
 __all__ = [
     "ArmSummary",
     "aggregate_iqm",
@@ -71,13 +73,6 @@ def finite_values(x: ArrayLike) -> NDArray[np.float64]:
     return a
 
 
-def _check_confidence(confidence: float) -> float:
-    c = float(confidence)
-    if not 0.0 < c < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    return c
-
-
 def t_interval(x: ArrayLike, confidence: float = 0.95) -> tuple[float, float]:
     """Student-t interval for the mean of ``x``.
 
@@ -103,7 +98,7 @@ def summarize_arm(x: ArrayLike, confidence: float = 0.95) -> ArmSummary:
     Returns:
         :class:`ArmSummary` (see its nan rules).
     """
-    c = _check_confidence(confidence)
+    c = check_confidence(confidence)
     a = finite_values(x)
     n = int(a.size)
     nan = float("nan")

@@ -9,15 +9,26 @@ Generator's state, ``n_reps`` and the statistic.
 
 Interval method: percentile (rliable's default): the ``(1-c)/2`` and ``(1+c)/2``
 quantiles (numpy "linear" interpolation) of the ``n_reps`` resampled statistics.
+
+A percentile interval is too narrow with few runs: the resampled means spread by
+``sqrt((n-1)/n)`` of the sampling spread, and with normal rather than t quantiles. At 3
+seeds a "95%" percentile interval of a mean is nearly the range of the seeds and covers
+the true mean about 75% of the time. :func:`percentile_coverage` gives its approximate
+coverage; :func:`bootstrap_min_runs` the number of runs from which it meets its nominal
+level within Bradley's liberal criterion (it misses at most 1.5 times as often as
+nominal: 92.5% for a 95% interval): 18 seeds for one arm's mean at 95%, 8 seeds per task
+for a stratified aggregate over six task types. Below that, report the t interval.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy import special
 
 from ccpo_lab.stats.aggregate import (
     aggregate_iqm,
@@ -26,12 +37,16 @@ from ccpo_lab.stats.aggregate import (
     aggregate_optimality_gap,
     finite_values,
 )
+from ccpo_lab.stats.checks import check_confidence, check_reps, check_rng
 
 __all__ = [
+    "BRADLEY_LIBERAL",
     "DEFAULT_N_REPS",
     "Interval",
     "bootstrap_ci",
+    "bootstrap_min_runs",
     "bootstrap_distribution",
+    "percentile_coverage",
     "percentile_interval",
     "stratified_bootstrap_ci",
     "stratified_bootstrap_distribution",
@@ -40,6 +55,9 @@ __all__ = [
 ]
 
 DEFAULT_N_REPS = 50_000
+BRADLEY_LIBERAL = 1.5
+"""An interval meets its level c when it misses at most this many times as often as
+nominal: coverage >= 1 - 1.5 (1 - c) (Bradley 1978, the liberal criterion)."""
 MAX_ELEMENTS = 1 << 16  # integers per index chunk: small enough to stay in cache (512 KiB)
 
 BatchStatistic = Callable[[NDArray[np.float64]], NDArray[np.float64]]
@@ -75,28 +93,6 @@ class Interval:
     n_reps: int
 
 
-def _check_rng(rng: object) -> np.random.Generator:
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(
-            "rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)), "
-            f"got {type(rng).__name__}"
-        )
-    return rng
-
-
-def _check_confidence(confidence: float) -> float:
-    c = float(confidence)
-    if not 0.0 < c < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    return c
-
-
-def _check_reps(n_reps: int) -> int:
-    if int(n_reps) < 1:
-        raise ValueError(f"n_reps must be >= 1, got {n_reps!r}")
-    return int(n_reps)
-
-
 def _index_chunks(
     rng: np.random.Generator, high: int, row_shape: tuple[int, ...], n_reps: int,
     max_elements: int,
@@ -123,11 +119,76 @@ def percentile_interval(samples: ArrayLike, confidence: float = 0.95) -> tuple[f
         ``samples`` is empty or holds nan.
     """
     s = np.asarray(samples, dtype=np.float64).ravel()
-    c = _check_confidence(confidence)
+    c = check_confidence(confidence)
     if s.size == 0 or np.isnan(s).any():
         return float("nan"), float("nan")
     lo, hi = np.quantile(s, [(1.0 - c) / 2.0, (1.0 + c) / 2.0])
     return float(lo), float(hi)
+
+
+def percentile_coverage(n_runs: int, confidence: float = 0.95, n_strata: int = 1) -> float:
+    """Approximate coverage of a percentile-bootstrap interval of a mean of ``n_runs`` runs.
+
+    For normal data the resampled means of ``n`` runs spread by ``sqrt((n-1)/n) s /
+    sqrt(n)`` around the sample mean, while the sample mean spreads around the true one
+    by ``t_{n-1} s / sqrt(n)``; so the ``c`` percentile interval covers about
+    ``2 T_df(z_{(1+c)/2} sqrt((n-1)/n)) - 1``. A stratified bootstrap of ``n_strata``
+    tasks pools ``df = n_strata (n - 1)`` degrees of freedom; its shrink factor is the
+    same. (A percentile interval also lies within the range of the runs, which covers
+    the mean of a continuous symmetric distribution with probability ``1 - 2^(1-n)``:
+    0.75 at 3 runs, whatever the level asked for.) Checked against simulated coverage
+    in ``tests/stats/test_stats_bootstrap.py``.
+
+    Args:
+        n_runs: runs (seeds) per stratum.
+        confidence: nominal level in (0, 1).
+        n_strata: independent strata (tasks) resampled separately (1 for one arm).
+
+    Returns:
+        The approximate coverage in [0, 1); nan for fewer than two runs.
+    """
+    c = check_confidence(confidence)
+    n = int(n_runs)
+    if n < 2:
+        return float("nan")
+    z = float(special.ndtri(0.5 + c / 2.0))
+    df = max(int(n_strata), 1) * (n - 1.0)
+    return float(2.0 * special.stdtr(df, z * np.sqrt((n - 1.0) / n)) - 1.0)
+
+
+def bootstrap_min_runs(confidence: float = 0.95, n_strata: int = 1,
+                       miss_ratio: float = BRADLEY_LIBERAL, n_max: int = 100_000) -> int:
+    """Fewest runs per stratum at which a percentile-bootstrap interval meets its level.
+
+    The smallest ``n`` with ``percentile_coverage(n) >= 1 - miss_ratio (1 - c)``: 18 for
+    one arm's mean at 95%, 8 for a stratified aggregate over 6 tasks.
+
+    Args:
+        confidence: nominal level in (0, 1).
+        n_strata: strata of the bootstrap (see :func:`percentile_coverage`).
+        miss_ratio: allowed miss rate relative to nominal (default Bradley's liberal 1.5).
+        n_max: search bound.
+
+    Returns:
+        The run count (``n_max`` if none below it qualifies).
+    """
+    return _min_runs(check_confidence(confidence), max(int(n_strata), 1), float(miss_ratio),
+                     int(n_max))
+
+
+@lru_cache(maxsize=64)
+def _min_runs(c: float, n_strata: int, miss_ratio: float, n_max: int) -> int:
+    target = 1.0 - miss_ratio * (1.0 - c)
+    z = float(special.ndtri(0.5 + c / 2.0))
+    start = 2
+    while start <= n_max:  # blocks of 256: the answer is small for any usual level
+        ns = np.arange(start, min(start + 256, n_max + 1), dtype=np.float64)
+        cov = 2.0 * special.stdtr(n_strata * (ns - 1.0), z * np.sqrt((ns - 1.0) / ns)) - 1.0
+        hit = np.flatnonzero(cov >= target - 1e-12)
+        if hit.size:
+            return int(ns[hit[0]])
+        start += 256
+    return n_max
 
 
 def _row_mean(samples: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -153,8 +214,8 @@ def bootstrap_distribution(
     Returns:
         float (n_reps,); empty (0,) when ``x`` has no non-nan value.
     """
-    rng = _check_rng(rng)
-    n_reps = _check_reps(n_reps)
+    rng = check_rng(rng)
+    n_reps = check_reps(n_reps)
     a = finite_values(x)
     if a.size == 0:
         return np.empty(0, dtype=np.float64)
@@ -191,9 +252,9 @@ def bootstrap_ci(
         estimate and nan bounds (a resample of one seed says nothing), n_reps 0;
         no random numbers are drawn in either case.
     """
-    rng = _check_rng(rng)
-    n_reps = _check_reps(n_reps)
-    confidence = _check_confidence(confidence)
+    rng = check_rng(rng)
+    n_reps = check_reps(n_reps)
+    confidence = check_confidence(confidence)
     a = finite_values(x)
     stat = statistic or _row_mean
     nan = float("nan")
@@ -263,8 +324,8 @@ def stratified_bootstrap_distribution(
     Returns:
         float (n_reps,).
     """
-    rng = _check_rng(rng)
-    n_reps = _check_reps(n_reps)
+    rng = check_rng(rng)
+    n_reps = check_reps(n_reps)
     a = _strat_matrix(scores)
     fn = stratified_metric(metric)
     out = np.empty(n_reps, dtype=np.float64)
@@ -301,9 +362,9 @@ def stratified_bootstrap_ci(
         :class:`Interval`. If ``scores`` holds nan: estimate, low, high all nan and
         nothing drawn. With a single run: the estimate and nan bounds, nothing drawn.
     """
-    rng = _check_rng(rng)
-    n_reps = _check_reps(n_reps)
-    confidence = _check_confidence(confidence)
+    rng = check_rng(rng)
+    n_reps = check_reps(n_reps)
+    confidence = check_confidence(confidence)
     a = _strat_matrix(scores)
     fn = stratified_metric(metric)
     nan = float("nan")

@@ -23,6 +23,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
+from ccpo_lab.stats.checks import check_confidence
+
 __all__ = ["Comparison", "compare_arms", "compare_summaries", "holm"]
 
 Test = Literal["paired", "welch"]
@@ -47,6 +49,11 @@ class Comparison:
         n_x, n_y: non-nan seeds of X and Y (all of them, paired or not).
         n_pairs: seeds present in both (0 when seed labels were not given).
         confidence: level of the interval.
+        se: standard error of ``diff`` under the test (``sd_diff / sqrt(n_pairs)`` paired,
+            Welch's otherwise); nan when degenerate.
+        sd_diff: sd (ddof=1) of the per-seed differences over the common seeds (paired
+            test); nan for Welch. The power of the paired test (seeds needed, minimal
+            detectable difference) comes from it, not from each arm's sd.
     """
 
     diff: float
@@ -60,13 +67,8 @@ class Comparison:
     n_y: int
     n_pairs: int
     confidence: float
-
-
-def _check_confidence(confidence: float) -> float:
-    c = float(confidence)
-    if not 0.0 < c < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    return c
+    se: float = float("nan")
+    sd_diff: float = float("nan")
 
 
 def _arm(
@@ -96,17 +98,19 @@ def _zero_spread(sd: float, data: NDArray[np.float64]) -> bool:
 
 
 def _result(
-    diff: float, se: float, df: float, test: Test, n_x: int, n_y: int, n_pairs: int, c: float
+    diff: float, se: float, df: float, test: Test, n_x: int, n_y: int, n_pairs: int, c: float,
+    sd_diff: float = float("nan"),
 ) -> Comparison:
     """Assemble a Comparison from diff, its se and df (se/df nan when degenerate)."""
     nan = float("nan")
     if not (np.isfinite(se) and se > 0.0 and np.isfinite(df) and df > 0.0):
-        return Comparison(diff, nan, nan, nan, nan, nan, test, n_x, n_y, n_pairs, c)
+        return Comparison(diff, nan, nan, nan, nan, nan, test, n_x, n_y, n_pairs, c, nan,
+                          nan)
     t = float(diff / se)
     p = float(2.0 * special.stdtr(df, -abs(t)))  # t.sf(|t|, df)
     half = float(special.stdtrit(df, 0.5 + c / 2.0) * se)  # t.ppf
     return Comparison(float(diff), float(diff - half), float(diff + half), p, t, float(df), test,
-                      n_x, n_y, n_pairs, c)
+                      n_x, n_y, n_pairs, c, float(se), float(sd_diff))
 
 
 def _welch_parts(
@@ -149,7 +153,7 @@ def compare_arms(
         ValueError: on malformed input (not 1-D, seeds of another length, duplicate
             seeds, inf values). Degenerate data never raises (see the module doc).
     """
-    c = _check_confidence(confidence)
+    c = check_confidence(confidence)
     vx, sx = _arm(x, seeds_x, "x")
     vy, sy = _arm(y, seeds_y, "y")
     n_x, n_y = int(vx.size), int(vy.size)
@@ -165,7 +169,7 @@ def compare_arms(
             if _zero_spread(sd, np.concatenate([vx[ix], vy[iy]])):
                 return _result(diff, nan, nan, "paired", n_x, n_y, n_pairs, c)
             return _result(diff, sd / np.sqrt(n_pairs), n_pairs - 1.0, "paired", n_x, n_y,
-                           n_pairs, c)
+                           n_pairs, c, sd)
     else:
         n_pairs = 0
 
@@ -202,7 +206,7 @@ def compare_summaries(
         is nan or a count is 0; p/CI/t/df are nan if a count is < 2, an sd is nan or
         negative, or both sds are 0.
     """
-    c = _check_confidence(confidence)
+    c = check_confidence(confidence)
     n_x, n_y = int(n_x), int(n_y)
     nan = float("nan")
     diff = float(mean_x - mean_y) if n_x > 0 and n_y > 0 else nan

@@ -14,11 +14,17 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ccpo_lab.stats.aggregate import finite_values
+from ccpo_lab.stats.checks import check_unit
 from ccpo_lab.stats.compare import Comparison, compare_arms, holm
-from ccpo_lab.stats.power import minimal_detectable_difference, seeds_needed
+from ccpo_lab.stats.power import (
+    minimal_detectable_difference,
+    paired_minimal_detectable_difference,
+    paired_seeds_needed,
+    seeds_needed,
+)
 from ccpo_lab.stats.verdict import Verdict, verdict
 
-__all__ = ["ArmVersusReference", "compare_to_reference"]
+__all__ = ["ArmVersusReference", "compare_to_reference", "comparison_power", "family_level"]
 
 
 @dataclass(frozen=True)
@@ -30,14 +36,19 @@ class ArmVersusReference:
         comparison: :class:`Comparison` of the arm (X) with the reference (Y).
         p_holm: Holm-adjusted p over the family (nan if the test was degenerate).
         seeds_needed: seeds per arm for 80% power (by default) to detect the
-            observed ``|diff|`` with a two-sided Welch test at ``alpha``, from the two
-            arms' sds across seeds; None when not computable (an arm with < 2 seeds,
-            zero spread, diff 0) or above ``n_max``. For paired comparisons this Welch
-            figure is conservative (pairing can only need fewer seeds when seeds
-            correlate positively).
-        mdd: minimal detectable difference at ``min(n_x, n_y)`` seeds per arm (same
-            test and power); nan when not computable.
+            observed ``|diff|`` with the comparison's own test, two-sided, at
+            :attr:`power_alpha`: the paired test from the sd of the per-seed differences
+            when the comparison is paired, Welch's from the two arms' sds otherwise. None
+            when not computable (< 2 seeds or pairs, zero spread, diff 0) or above
+            ``n_max``. An unresolved comparison always needs more seeds than it has.
+        mdd: minimal detectable difference at the current seeds (pairs for a paired
+            comparison, ``min(n_x, n_y)`` for Welch), same test, level and power; nan
+            when not computable.
         verdict: :class:`Verdict`.
+        power_alpha: the level of the power figures: ``alpha / m`` over the ``m``
+            comparisons against the reference (Bonferroni), the smallest threshold
+            Holm's procedure can apply to a comparison; so a comparison predicted to be
+            resolved at ``seeds_needed`` seeds is resolved whatever its rank.
     """
 
     arm: str
@@ -46,6 +57,7 @@ class ArmVersusReference:
     seeds_needed: int | None
     mdd: float
     verdict: Verdict
+    power_alpha: float
 
 
 def _sd(values: ArrayLike) -> float:
@@ -73,7 +85,8 @@ def compare_to_reference(
             paired on common seeds (see :func:`compare_arms`).
         confidence: level of each difference's interval.
         alpha: family-wise level for the verdicts.
-        power: target power for ``seeds_needed`` and ``mdd``.
+        power: target power for ``seeds_needed`` and ``mdd`` (at ``alpha / m``, see
+            :attr:`ArmVersusReference.power_alpha`).
         n_max: largest seed count searched by ``seeds_needed``.
 
     Returns:
@@ -91,16 +104,42 @@ def compare_to_reference(
     y, sy = values[reference], seeds.get(reference)
     cmps = [compare_arms(values[a], y, seeds.get(a), sy, confidence) for a in names]
     p_adj = holm(np.array([c.p_value for c in cmps], dtype=np.float64))
+    level = family_level(alpha, len(names))
     sd_y = _sd(y)
     rows: list[ArmVersusReference] = []
     for name, c, p in zip(names, cmps, p_adj, strict=True):
-        sd_x = _sd(values[name])
-        need = None
-        if np.isfinite(c.diff):
-            need = seeds_needed(c.diff, sd_x, sd_y, alpha, power, n_max, two_sided=True)
-        mdd = minimal_detectable_difference(
-            sd_x, sd_y, min(c.n_x, c.n_y), alpha, power, two_sided=True
-        ) if min(c.n_x, c.n_y) >= 2 else float("nan")
+        need, mdd = comparison_power(c, _sd(values[name]), sd_y, level, power, n_max)
         v = verdict(c.diff, float(p), c.n_x, c.n_y, seeds_needed=need, alpha=alpha)
-        rows.append(ArmVersusReference(name, c, float(p), need, mdd, v))
+        rows.append(ArmVersusReference(name, c, float(p), need, mdd, v, level))
     return rows
+
+
+def family_level(alpha: float, m: int) -> float:
+    """``alpha / m``: the level of the power figures of a family of ``m`` comparisons."""
+    check_unit(alpha, "alpha")
+    return float(alpha) / max(int(m), 1)
+
+
+def comparison_power(c: Comparison, sd_x: float, sd_y: float, level: float, power: float,
+               n_max: int = 1000) -> tuple[int | None, float]:
+    """Seeds needed and minimal detectable difference of ``c`` under its own test.
+
+    Paired: from ``c.sd_diff`` over ``c.n_pairs`` pairs; Welch: from the arms' sds
+    ``sd_x``, ``sd_y`` at ``min(n_x, n_y)`` seeds. Two-sided, at ``level``.
+
+    Returns:
+        ``(seeds_needed or None, mdd or nan)``.
+    """
+    nan = float("nan")
+    if not np.isfinite(c.diff):
+        return None, nan
+    if c.test == "paired":
+        need = paired_seeds_needed(c.diff, c.sd_diff, level, power, n_max, two_sided=True)
+        mdd = paired_minimal_detectable_difference(c.sd_diff, c.n_pairs, level, power,
+                                                   two_sided=True)
+        return need, mdd
+    need = seeds_needed(c.diff, sd_x, sd_y, level, power, n_max, two_sided=True)
+    n = min(c.n_x, c.n_y)
+    mdd = minimal_detectable_difference(sd_x, sd_y, n, level, power, two_sided=True) \
+        if n >= 2 else nan
+    return need, mdd

@@ -13,6 +13,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ccpo_lab.stats.bootstrap import DEFAULT_N_REPS, MAX_ELEMENTS, Interval, percentile_interval
+from ccpo_lab.stats.checks import check_confidence, check_reps, check_rng
 
 __all__ = [
     "probability_of_improvement",
@@ -108,15 +109,12 @@ def probability_of_improvement_distribution(
     Returns:
         float (n_reps,).
     """
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
-    if int(n_reps) < 1:
-        raise ValueError(f"n_reps must be >= 1, got {n_reps!r}")
+    check_rng(rng)
+    n_reps = check_reps(n_reps)
     x, y = _check_pair(scores_x, scores_y)
     (n_x, tasks), n_y = x.shape, y.shape[0]
     xt, yt = x.T[:, :, None], y.T[:, None, :]
     win = (xt > yt) + 0.5 * (xt == yt)  # (tasks, n_x, n_y)
-    n_reps = int(n_reps)
     chunk = max(1, max_elements // ((n_x + n_y) * tasks))
     out = np.empty(n_reps, dtype=np.float64)
     done = 0
@@ -156,13 +154,9 @@ def probability_of_improvement_ci(
         :class:`Interval`. nan everywhere if either matrix holds nan; the estimate
         and nan bounds if either arm has a single run (nothing is drawn).
     """
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
-    c = float(confidence)
-    if not 0.0 < c < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    if int(n_reps) < 1:
-        raise ValueError(f"n_reps must be >= 1, got {n_reps!r}")
+    check_rng(rng)
+    c = check_confidence(confidence)
+    n_reps = check_reps(n_reps)
     x, y = _check_pair(scores_x, scores_y)
     nan = float("nan")
     estimate = probability_of_improvement(x, y)

@@ -14,6 +14,15 @@ when the verdict uses two-sided p-values, as :func:`ccpo_lab.stats.compare_arms`
 does. The sds are *across seeds* of one arm (ddof=1); with one seed per arm
 there is no such sd and the caller must supply an assumption (state it).
 
+The paired test (``paired_*``) has the same form with the sd of the per-seed
+differences ``sd_d`` over ``n`` pairs: ``nu = n - 1``, ``t_eps = eps / (sd_d / sqrt(n))``.
+A comparison's power must come from the test that decides it: a paired comparison's
+seeds-needed figure from ``sd_d`` (pairing removes the seed effect shared by both arms,
+so ``sd_d`` is usually far below either arm's sd), a Welch one from the two arms' sds.
+With the observed difference as ``eps`` and the test's own level, a comparison that the
+test does not resolve at ``n`` seeds always needs more than ``n`` (its power there is at
+most one half), so a table never says "unresolved" next to "n seeds needed".
+
 nan rules shared by every function here: an sd that is nan or negative, both
 sds zero, or ``n < 2`` make the result undefined (nan, or None for counts).
 """
@@ -24,14 +33,22 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
-__all__ = ["minimal_detectable_difference", "seeds_needed", "welch_type2_error"]
+from ccpo_lab.stats.checks import check_unit
+
+__all__ = [
+    "minimal_detectable_difference",
+    "paired_minimal_detectable_difference",
+    "paired_seeds_needed",
+    "paired_type2_error",
+    "seeds_needed",
+    "welch_type2_error",
+]
 
 
 def _check_level(alpha: float, power: float | None = None) -> None:
-    if not 0.0 < float(alpha) < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
-    if power is not None and not 0.0 < float(power) < 1.0:
-        raise ValueError(f"power must be in (0, 1), got {power!r}")
+    check_unit(alpha, "alpha")
+    if power is not None:
+        check_unit(power, "power")
 
 
 def _sds_ok(s1: float, s2: float) -> bool:
@@ -149,3 +166,99 @@ def minimal_detectable_difference(
     tail = alpha / 2.0 if two_sided else alpha
     t_needed = special.stdtrit(nu, 1.0 - tail) + special.stdtrit(nu, power)
     return float(t_needed * np.sqrt((v1 + v2) / n))
+
+
+def _sd_ok(sd: float) -> bool:
+    return bool(np.isfinite(sd) and sd > 0.0)
+
+
+def paired_type2_error(
+    eps: ArrayLike,
+    sd_diff: float,
+    n: ArrayLike,
+    alpha: float = 0.05,
+    two_sided: bool = False,
+) -> NDArray[np.float64] | float:
+    """Type-II error ``beta`` of the paired t-test at ``n`` pairs (seeds in both arms).
+
+    ``beta = t.cdf(t.ppf(1 - alpha', n - 1) - eps / (sd_diff / sqrt(n)), n - 1)``, the
+    approximation of :func:`welch_type2_error` with the paired test's df and se.
+
+    Args:
+        eps: true mean difference(s) to detect (sign ignored); any shape.
+        sd_diff: sd (ddof=1) of the per-seed differences X - Y over the common seeds.
+        n: pairs; any shape broadcast with ``eps``.
+        alpha: level of the test, in (0, 1).
+        two_sided: use ``alpha / 2`` per tail.
+
+    Returns:
+        beta in [0, 1] (float for scalar inputs, else an array); nan where ``n < 2`` or
+        ``sd_diff`` is not a positive number.
+    """
+    _check_level(alpha)
+    e = np.abs(np.asarray(eps, dtype=np.float64))
+    nn = np.asarray(n, dtype=np.float64)
+    e, nn = np.broadcast_arrays(e, nn)
+    if not _sd_ok(sd_diff):
+        out = np.full(e.shape, np.nan)
+        return float(out) if out.ndim == 0 else out
+    valid = nn >= 2
+    n_safe = np.where(valid, nn, 2.0)
+    nu = n_safe - 1.0
+    t_eps = e / (float(sd_diff) / np.sqrt(n_safe))
+    tail = alpha / 2.0 if two_sided else alpha
+    beta = special.stdtr(nu, special.stdtrit(nu, 1.0 - tail) - t_eps)
+    out = np.where(valid & ~np.isnan(e), beta, np.nan)
+    return float(out) if out.ndim == 0 else out
+
+
+def paired_seeds_needed(
+    eps: float,
+    sd_diff: float,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    n_max: int = 1000,
+    two_sided: bool = False,
+) -> int | None:
+    """Smallest number of pairs ``n >= 2`` with paired-test ``beta < 1 - power``.
+
+    Args:
+        eps: the difference to detect (sign ignored).
+        sd_diff: sd (ddof=1) of the per-seed differences.
+        alpha, power, n_max, two_sided: as :func:`seeds_needed`.
+
+    Returns:
+        Seeds per arm (each seed run in both arms), or None when ``eps`` is 0 or nan,
+        ``sd_diff`` is not positive, or more than ``n_max`` would be needed.
+    """
+    _check_level(alpha, power)
+    if not np.isfinite(eps) or eps == 0.0 or not _sd_ok(sd_diff) or n_max < 2:
+        return None
+    ns = np.arange(2, int(n_max) + 1)
+    beta = np.asarray(paired_type2_error(eps, sd_diff, ns, alpha, two_sided))
+    hit = np.flatnonzero(beta < 1.0 - power)
+    return int(ns[hit[0]]) if hit.size else None
+
+
+def paired_minimal_detectable_difference(
+    sd_diff: float,
+    n: int,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    two_sided: bool = False,
+) -> float:
+    """Smallest difference ``n`` pairs detect with the given power (paired t-test).
+
+    ``eps* = (t.ppf(1 - alpha', n - 1) + t.ppf(power, n - 1)) * sd_diff / sqrt(n)``.
+
+    Returns:
+        ``eps*`` in the units of ``sd_diff``; nan if ``n < 2`` or ``sd_diff`` is not
+        positive.
+    """
+    _check_level(alpha, power)
+    if int(n) < 2 or not _sd_ok(sd_diff):
+        return float("nan")
+    n = int(n)
+    tail = alpha / 2.0 if two_sided else alpha
+    t_needed = special.stdtrit(n - 1.0, 1.0 - tail) + special.stdtrit(n - 1.0, power)
+    return float(t_needed * float(sd_diff) / np.sqrt(n))

@@ -14,6 +14,8 @@ from typing import Literal
 
 import numpy as np
 
+from ccpo_lab.stats.checks import check_unit
+
 __all__ = ["Verdict", "VerdictLabel", "verdict"]
 
 VerdictLabel = Literal["better", "worse", "unresolved"]
@@ -63,8 +65,7 @@ def verdict(
         ``n_x >= 2``, ``n_y >= 2`` and ``p_holm < alpha``; 'unresolved' otherwise
         (also for nan ``diff``/``p_holm`` and for ``diff == 0``).
     """
-    if not 0.0 < float(alpha) < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    check_unit(alpha, "alpha")
     n_x, n_y = int(n_x), int(n_y)
     if n_x < 2 or n_y < 2:
         reason = f"n = {n_x} vs {n_y} seeds: at least 2 per arm are needed to compare"

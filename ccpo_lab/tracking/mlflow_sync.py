@@ -1,12 +1,23 @@
-"""Idempotent, incremental sync of a sweep directory into MLflow.
+"""Idempotent, incremental sync of a sweep directory into MLflow, ready to browse.
 
-One parent run per sweep (tag ``ccpo_lab.kind = sweep``), one nested child run per run
-directory (``ccpo_lab.kind = run``, keyed by the ``ccpo_lab.run_id`` tag) with:
+One parent run per sweep (tag ``ccpo_lab.kind = sweep``) with the sweep's settings as
+params, a description, and (when a report is given) the report's headline numbers as
+metrics; one nested child run per run directory (``ccpo_lab.kind = run``, keyed by the
+``ccpo_lab.run_id`` tag) with:
 
 * params: the flattened resolved configuration (``config.yaml``), logged once;
 * tags: run id, arm, seed, estimator, git commit, backend, step-1 fingerprint, state
   (updated on every sync);
-* metrics: every numeric value of ``metrics.jsonl`` with its step.
+* metrics: every numeric value of ``metrics.jsonl`` with its step;
+* start and end time: when training started and ended (``state.json``), so MLflow shows
+  the training's duration. A run that has not started yet is created at its first sync
+  after it starts (MLflow cannot move a run's start later).
+
+The experiment opens in MLflow's model-training view (tag ``mlflow.experimentKind``) and
+carries a shared view that groups the runs by arm: :attr:`SyncResult.ui_url`. In the
+default store (``<sweep>/mlflow.db``) artifact locations are relative to the sweep
+directory (``mlartifacts/...``), so moving ``results/`` keeps them: open the store from
+the sweep directory (:func:`ui_command`).
 
 Incremental and idempotent: the child's tag ``ccpo_lab.synced_step`` records the last
 step whose metrics are in MLflow; a sync sends only the rows after it, and each batch
@@ -17,21 +28,37 @@ is recognised as duplicate by SQL tracking stores.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import sqlite3
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ccpo_lab.errors import UserError
 from ccpo_lab.report.discover import check_sweep_dir, discover_runs, read_manifest
 from ccpo_lab.runs.layout import RunDir
 from ccpo_lab.runs.metrics import read_metrics
 
+if TYPE_CHECKING:
+    from ccpo_lab.report.model import ReportModel
+
 KIND, RUN_ID, SYNCED = "ccpo_lab.kind", "ccpo_lab.run_id", "ccpo_lab.synced_step"
-SWEEP_TAG = "ccpo_lab.sweep"
+SWEEP_TAG, ARM_TAG = "ccpo_lab.sweep", "ccpo_lab.arm"
+NOTE = "mlflow.note.content"
+"""The run description MLflow's UI shows."""
+EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
+"""Opens the experiment in MLflow's model-training view (not its GenAI view)."""
+VIEW_KEY = "ccpo-lab-by-arm"
+"""Shared view of the runs page, grouped by arm (``?viewStateShareKey=<key>``)."""
+VIEW_TAG = "mlflow.sharedViewState." + VIEW_KEY
+ARTIFACTS_DIR = "mlartifacts"
+"""Artifact root of the default store, relative to the sweep directory."""
+STORE = "mlflow.db"
 MAX_METRICS = 900
 """Metrics per ``log_batch`` (MLflow allows 1,000 entities, tags included)."""
 MAX_PARAMS = 100
@@ -49,6 +76,8 @@ class SyncResult:
     """Tracking URI."""
     experiment: str
     """Experiment name."""
+    experiment_id: str
+    """Its id."""
     parent_run_id: str
     """MLflow id of the sweep's parent run."""
     created: int
@@ -61,18 +90,46 @@ class SyncResult:
     """Metric values sent."""
     artifacts: bool
     """Whether report artifacts were logged to the parent."""
+    pending: int = 0
+    """Runs not started yet (not in MLflow until they start)."""
+    headline: int = 0
+    """Report numbers logged as metrics of the parent."""
+    local_store: bool = False
+    """The store is the sweep's own ``mlflow.db`` (artifact paths relative to the sweep)."""
+
+    @property
+    def ui_url(self) -> str:
+        """The runs page grouped by arm, in the model-training view (default port)."""
+        return ui_url(self.experiment_id)
 
     def summary(self) -> str:
-        """One line for the terminal."""
-        return (f"synced to {self.uri} (experiment {self.experiment!r}, parent run "
-                f"{self.parent_run_id}): {self.created} runs created, {self.updated} updated, "
-                f"{self.up_to_date} up to date, {self.values} metric values sent"
-                + ("; report artifacts logged" if self.artifacts else ""))
+        """Lines for the terminal: what was sent, and how to open the UI."""
+        lines = [f"synced to {self.uri} (experiment {self.experiment!r}, parent run "
+                 f"{self.parent_run_id}): {self.created} runs created, {self.updated} updated, "
+                 f"{self.up_to_date} up to date, {self.values} metric values sent"
+                 + (f", {self.pending} not started yet" if self.pending else "")
+                 + (f"; {self.headline} report numbers and the report files logged to the "
+                    "parent" if self.artifacts else "")]
+        if self.local_store:
+            lines.append(f"MLflow UI: {ui_command()}  (in the sweep directory), then open "
+                         f"{self.ui_url}")
+        return "\n".join(lines)
 
 
 def default_uri(sweep_dir: Path) -> str:
     """``sqlite:///<absolute sweep dir>/mlflow.db``."""
-    return "sqlite:///" + str(Path(sweep_dir).resolve() / "mlflow.db")
+    return "sqlite:///" + str(Path(sweep_dir).resolve() / STORE)
+
+
+def ui_command(port: int = 5000) -> str:
+    """The command that serves the sweep's store; run it in the sweep directory."""
+    return f"mlflow ui --backend-store-uri sqlite:///{STORE} --host 127.0.0.1 --port {port}"
+
+
+def ui_url(experiment_id: str, port: int = 5000) -> str:
+    """The experiment's runs grouped by arm (the shared view), in the model-training view."""
+    return (f"http://127.0.0.1:{port}/#/experiments/{experiment_id}/runs?viewStateShareKey="
+            f"{VIEW_KEY}&workflowType=machine_learning")
 
 
 def safe_key(key: str) -> str:
@@ -96,11 +153,38 @@ def flatten(doc: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     return out
 
 
-def _ms(iso: Any) -> int:
+def _ms(iso: Any) -> int | None:
+    """Milliseconds since the epoch of an ISO time, None when absent or malformed."""
+    if not iso:
+        return None
     try:
         return int(datetime.fromisoformat(str(iso)).timestamp() * 1000)
     except ValueError:
-        return 0
+        return None
+
+
+@dataclass(frozen=True)
+class Times:
+    """When a run's training started and ended (ms since the epoch; None: unknown)."""
+
+    start: int | None
+    end: int | None
+
+
+def run_times(run: Mapping[str, Any], state: Mapping[str, Any]) -> Times:
+    """Training start (``state.json`` ``started``) and end (its last update once terminal).
+
+    An imported run has no training times: both are its import time (duration 0).
+    """
+    if run.get("imported"):
+        t = _ms(run.get("created"))
+        return Times(t, t)
+    start = _ms(state.get("started"))
+    status = _STATUS.get(str(state.get("state")), "RUNNING")
+    end = _ms(state.get("updated")) if status in _TERMINAL else None
+    if start is not None and end is not None and end < start:
+        end = start
+    return Times(start, end)
 
 
 def _params(rd: RunDir, run: Mapping[str, Any]) -> dict[str, str]:
@@ -113,18 +197,25 @@ def _params(rd: RunDir, run: Mapping[str, Any]) -> dict[str, str]:
     return flatten({"imported": imported}) if isinstance(imported, dict) else {}
 
 
-def _tags(rd: RunDir, run: Mapping[str, Any], arm: str, seed: int, root: Path) -> dict[str, str]:
-    step1 = run.get("step1") if isinstance(run.get("step1"), dict) else {}
-    est = run.get("estimator") if isinstance(run.get("estimator"), dict) else {}
-    git = run.get("git") if isinstance(run.get("git"), dict) else {}
-    tags = {KIND: "run", RUN_ID: str(run.get("run_id")), "ccpo_lab.arm": arm,
+def _tags(rd: RunDir, run: Mapping[str, Any], state: Mapping[str, Any], arm: str, seed: int,
+          root: Path) -> dict[str, str]:
+    step1, est, git = (_section(run, k) for k in ("step1", "estimator", "git"))
+    tags = {KIND: "run", RUN_ID: str(run.get("run_id")), ARM_TAG: arm,
             "ccpo_lab.seed": str(seed), "ccpo_lab.estimator": str(est.get("name", "")),
             "ccpo_lab.git_commit": str(git.get("commit") or ""),
             "ccpo_lab.backend": str(run.get("backend", "")),
             "ccpo_lab.step1_fingerprint": str(step1.get("fingerprint") or ""),
             "ccpo_lab.dir": str(rd.path.relative_to(root)),
-            "ccpo_lab.state": str(rd.read_state().get("state", ""))}
+            "ccpo_lab.state": str(state.get("state", "")),
+            "ccpo_lab.times": "import time (no training times recorded)"
+            if run.get("imported") else ""}
     return {k: v for k, v in tags.items() if v}
+
+
+def _section(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """``doc[key]`` when it is a mapping, else {}."""
+    v = doc.get(key)
+    return v if isinstance(v, Mapping) else {}
 
 
 def _batches(rows: list[dict[str, Any]], after: int, base_ms: int) -> Iterator[tuple[list, int]]:
@@ -162,97 +253,287 @@ def _find_runs(client: Any, exp_id: str, filt: str) -> list[Any]:
             return out
 
 
-def _experiment(client: Any, name: str, uri: str, root: Path) -> str:
+def shared_view(metric: str) -> str:
+    """The runs page's view state (JSON, as the UI's Share writes it): grouped by the arm
+    tag, with the held-out ``metric``, the seed and the estimator as columns."""
+    columns = [f"metrics.`{metric}`", "tags.`ccpo_lab.seed`", "tags.`ccpo_lab.estimator`",
+               "attributes.`Duration`"]
+    return json.dumps({"groupBy": {"aggregateFunction": "average",
+                                   "groupByKeys": [{"mode": "tag", "groupByData": ARM_TAG}]},
+                       "selectedColumns": columns, "runsExpanded": {}})
+
+
+def _experiment(client: Any, name: str, metric: str) -> str:
     exp = client.get_experiment_by_name(name)
     if exp is not None:
         if exp.lifecycle_stage == "deleted":
             client.restore_experiment(exp.experiment_id)
-        return str(exp.experiment_id)
-    local = uri.startswith(("sqlite:", "file:")) or "://" not in uri
-    location = (root.resolve() / "mlartifacts").as_uri() if local else None
-    return str(client.create_experiment(name, artifact_location=location))
+        exp_id = str(exp.experiment_id)
+    else:
+        exp_id = str(client.create_experiment(name))
+    tags = client.get_experiment(exp_id).tags
+    for key, value in (EXPERIMENT_KIND, (VIEW_TAG, shared_view(metric))):
+        if tags.get(key) != value:
+            client.set_experiment_tag(exp_id, key, value)
+    return exp_id
 
 
-def _set_status(client: Any, run: Any, status: str) -> None:
+_RUN_ARTIFACTS = re.compile(r"^(?:file://)?/.*/" + ARTIFACTS_DIR + r"/([0-9a-f]+/artifacts)$")
+
+
+def relative_artifacts(db: Path, exp_id: str) -> None:
+    """Make the experiment's artifact locations relative to the sweep directory.
+
+    MLflow stores absolute paths (it resolves a relative location when the experiment is
+    created); the experiment's location becomes ``mlartifacts`` and each run's
+    ``mlartifacts/<run id>/artifacts`` (also for a store whose sweep was moved), so the
+    store works wherever the sweep directory goes when it is opened from there.
+    """
+    with contextlib.closing(sqlite3.connect(db, timeout=30.0)) as con, con:
+        con.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?",
+                    (ARTIFACTS_DIR, int(exp_id)))
+        rows = con.execute("SELECT run_uuid, artifact_uri FROM runs WHERE experiment_id = ?",
+                           (int(exp_id),)).fetchall()
+        for run_uuid, uri in rows:
+            m = _RUN_ARTIFACTS.match(uri or "")
+            if m:
+                con.execute("UPDATE runs SET artifact_uri = ? WHERE run_uuid = ?",
+                            (f"{ARTIFACTS_DIR}/{m.group(1)}", run_uuid))
+
+
+def headline_metrics(report: ReportModel) -> dict[str, float]:
+    """The report's headline numbers as metric keys: per arm its mean, t interval, sd,
+    seeds and IQM; per comparison its difference, interval, p, Holm p, P(X > Y) and the
+    seeds needed."""
+    out: dict[str, float] = {}
+
+    def put(key: str, value: float | int | None) -> None:
+        if value is not None:
+            out[safe_key(key)] = float(value)
+
+    for a in report.arms:
+        put(f"report/{a.arm}/mean", a.mean)
+        put(f"report/{a.arm}/ci_low", a.ci_t[0])
+        put(f"report/{a.arm}/ci_high", a.ci_t[1])
+        put(f"report/{a.arm}/sd", a.sd)
+        put(f"report/{a.arm}/n_seeds", a.n_seeds)
+        put(f"report/{a.arm}/iqm", a.iqm)
+    for c in report.comparisons:
+        base = f"report/{c.arm}_vs_{c.reference}"
+        put(f"{base}/diff", c.diff)
+        put(f"{base}/ci_low", c.ci[0])
+        put(f"{base}/ci_high", c.ci[1])
+        put(f"{base}/p", c.p)
+        put(f"{base}/p_holm", c.p_holm)
+        put(f"{base}/prob_improvement", c.prob_improvement)
+        put(f"{base}/seeds_needed", c.seeds_needed)
+    return out
+
+
+def description(manifest: Mapping[str, Any], name: str, report: ReportModel | None) -> str:
+    """The parent run's description (Markdown): the sweep, and the report's headline."""
+    arms = manifest.get("arms") or []
+    seeds = manifest.get("seeds") or []
+    backend = (manifest.get("backend") or {}).get("kind", "?")
+    lines = [f"**{name}**: {manifest.get('description') or 'a ccpo-lab sweep'} "
+             f"({len(arms)} arms x {len(seeds)} seeds, `{backend}` backend; one child run per "
+             f"(arm, seed), grouped by `{ARM_TAG}` in the shared view `{VIEW_KEY}`)", ""]
+    if report is not None:
+        pct = report.metric.endswith("success_rate")
+        k = 100.0 if pct else 1.0
+        lines += [f"Report ({report.metric}, converged window step >= {report.window_start}, "
+                  f"{100 * report.confidence:g}% intervals):", "",
+                  "| arm | mean | t interval | vs " + report.reference + " | p (Holm) | verdict |",
+                  "|---|---|---|---|---|---|"]
+        for a in report.arms:
+            c = report.comparison(a.arm)
+
+            def f(v: float | None, signed: bool = False) -> str:
+                return "-" if v is None else f"{k * v:{'+' if signed else ''}.1f}"
+
+            ci = "-" if a.ci_t[0] is None else f"[{f(a.ci_t[0])}, {f(a.ci_t[1])}]"
+            diff = "-" if c is None or c.diff is None else \
+                f"{f(c.diff, True)} [{f(c.ci[0])}, {f(c.ci[1])}]"
+            p = "-" if c is None or c.p_holm is None else f"{c.p_holm:.3f}"
+            lines.append(f"| {a.arm} | {f(a.mean)} | {ci} | {diff} | {p} | "
+                         f"{'reference' if c is None else c.verdict} |")
+        lines += ["", "The full report (tables, figures) is in this run's artifacts, "
+                  "`report/`."]
+    return "\n".join(lines)
+
+
+def _parent(client: Any, exp_id: str, key: str, start: int | None) -> Any:
+    parents = _find_runs(client, exp_id, f"tags.`{KIND}` = 'sweep' and "
+                         f"tags.`{SWEEP_TAG}` = '{key}'")
+    if parents:
+        return parents[0]
+    return client.create_run(exp_id, run_name=key, start_time=start,
+                             tags={KIND: "sweep", SWEEP_TAG: key})
+
+
+def _set_status(client: Any, run: Any, status: str, end: int | None) -> None:
     if run.info.status == status:
         return
     if status in _TERMINAL:
-        client.set_terminated(run.info.run_id, status)
+        client.set_terminated(run.info.run_id, status, end_time=end)
     else:
         client.update_run(run.info.run_id, status=status)
 
 
-def sync_sweep(sweep_dir: str | Path, uri: str | None = None, experiment: str | None = None,
-               artifacts: str | Path | None = None) -> SyncResult:
-    """Bring MLflow up to date with a sweep directory; log ``artifacts`` (a report
-    directory) to the parent run.
+def _log_new_params(client: Any, run: Any, params: Mapping[str, str]) -> None:
+    from mlflow.entities import Param
 
-    Defaults come from the manifest's ``tracking`` section, then
-    :func:`default_uri` and the sweep's name. Raises :class:`UserError` when tracking is
-    disabled in the manifest and no ``uri`` is given; MLflow errors propagate.
+    new = [Param(k, v) for k, v in params.items() if k not in run.data.params]
+    for i in range(0, len(new), MAX_PARAMS):
+        client.log_batch(run.info.run_id, params=new[i:i + MAX_PARAMS])
+
+
+def sync_sweep(sweep_dir: str | Path, uri: str | None = None, experiment: str | None = None,
+               artifacts: str | Path | None = None,
+               report: ReportModel | None = None) -> SyncResult:
+    """Bring MLflow up to date with a sweep directory; log ``artifacts`` (a report
+    directory) and ``report``'s headline numbers to the parent run.
+
+    Defaults come from the manifest's ``tracking`` section, then :func:`default_uri` and
+    the sweep's name. Raises :class:`UserError` when tracking is disabled in the manifest
+    and no ``uri`` is given; MLflow errors propagate.
     """
-    root = check_sweep_dir(sweep_dir)
+    root = check_sweep_dir(sweep_dir).resolve()
     manifest = read_manifest(root)
     tracking = manifest.get("tracking", {})
     if uri is None and tracking.get("enabled") is False:
         raise UserError("tracking is disabled for this sweep (tracking.enabled: false); "
                         "pass --uri to sync anyway", file=root / "sweep.json")
-    from mlflow.entities import Param, RunTag
+    uri = uri or tracking.get("uri") or default_uri(root)
+    local = uri == default_uri(root)
+    art = Path(artifacts).resolve() if artifacts is not None else None
+    # the default store keeps artifact paths relative to the sweep directory: work there
+    with _working_dir(root) if local else contextlib.nullcontext():
+        return _sync(root, manifest, uri, local, experiment, art, report)
+
+
+@contextlib.contextmanager
+def _working_dir(path: Path) -> Iterator[None]:
+    """Run inside ``path`` (relative artifact paths resolve there); restore the cwd after."""
+    old = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
+@dataclass(frozen=True)
+class _Child:
+    """What syncing one run did."""
+
+    outcome: str
+    """``created``, ``updated``, ``fresh`` or ``pending`` (not started: not created)."""
+    sent: int
+    status: str
+    end: int | None
+    last_step: int | None
+
+
+def _sync_child(client: Any, exp_id: str, pid: str, root: Path, run: tuple[Any, ...],
+                child: Any | None) -> _Child:
+    """Create or update the child run of one run directory; send its new metric rows."""
+    from mlflow.entities import RunTag
+
+    f, rd, info, state = run
+    t = run_times(info, state)
+    rows = read_metrics(rd.metrics)
+    if child is None and t.start is None and not rows:
+        return _Child("pending", 0, "SCHEDULED", None, None)  # created once it starts
+    tags = _tags(rd, info, state, f.arm, f.seed, root)
+    outcome = "fresh"
+    if child is None:
+        outcome = "created"
+        child = client.create_run(exp_id, run_name=f"{f.arm} seed {f.seed}"
+                                  + ("" if f.suffix == 1 else f" ({f.path.name})"),
+                                  start_time=t.start, tags={**tags, "mlflow.parentRunId": pid})
+        _log_new_params(client, child, _params(rd, info))
+    else:
+        changed = [RunTag(k, v) for k, v in tags.items() if child.data.tags.get(k) != v]
+        if changed:
+            client.log_batch(child.info.run_id, tags=changed)
+    sent = 0
+    for metrics, last in _batches(rows, int(child.data.tags.get(SYNCED, -1)),
+                                  _ms(info.get("created")) or 0):
+        client.log_batch(child.info.run_id, metrics=metrics, tags=[RunTag(SYNCED, str(last))])
+        sent += len(metrics)
+    if sent and outcome == "fresh":
+        outcome = "updated"
+    status = "FINISHED" if info.get("imported") else \
+        _STATUS.get(str(state.get("state")), "RUNNING")
+    _set_status(client, client.get_run(child.info.run_id), status, t.end)
+    last_step = max((int(r["step"]) for r in rows), default=None)
+    return _Child(outcome, sent, status, t.end, last_step)
+
+
+def _update_parent(client: Any, pid: str, manifest: Mapping[str, Any], key: str,
+                   report: ReportModel | None, step: int, artifacts: Path | None
+                   ) -> tuple[int, bool]:
+    """The parent's params, description, headline metrics and report files.
+
+    Returns:
+        ``(headline numbers logged, whether the report files were logged)``.
+    """
+    import time
+
+    from mlflow.entities import Metric
+
+    parent = client.get_run(pid)
+    sweep_doc = _section(manifest, "config") or manifest
+    _log_new_params(client, parent, flatten({k: v for k, v in sweep_doc.items()
+                                             if k not in ("arms_dir",)}))
+    desc = description(manifest, key, report)
+    if parent.data.tags.get(NOTE) != desc and (report is not None or NOTE not in parent.data.tags):
+        client.set_tag(pid, NOTE, desc)  # a description with a report is kept until the next
+    headline = headline_metrics(report) if report is not None else {}
+    now = int(time.time() * 1000)
+    items = [Metric(k, v, now, step) for k, v in headline.items()]
+    for i in range(0, len(items), MAX_METRICS):
+        client.log_batch(pid, metrics=items[i:i + MAX_METRICS])
+    if artifacts is not None and artifacts.is_dir():
+        client.log_artifacts(pid, str(artifacts), artifact_path="report")
+        return len(headline), True
+    return len(headline), False
+
+
+def _sync(root: Path, manifest: Mapping[str, Any], uri: str, local: bool,
+          experiment: str | None, artifacts: Path | None,
+          report: ReportModel | None) -> SyncResult:
     from mlflow.tracking import MlflowClient
 
-    uri = uri or tracking.get("uri") or default_uri(root)
+    tracking = manifest.get("tracking", {})
     name = experiment or tracking.get("experiment") or str(manifest.get("name") or root.name)
     key = str(manifest.get("name") or root.name).replace("'", "")
     client = MlflowClient(tracking_uri=uri)
-    exp_id = _experiment(client, name, uri, root)
-    parents = _find_runs(client, exp_id, f"tags.`{KIND}` = 'sweep' and "
-                         f"tags.`{SWEEP_TAG}` = '{key}'")
-    parent = parents[0] if parents else client.create_run(
-        exp_id, run_name=key, tags={KIND: "sweep", SWEEP_TAG: key,
-                                     "ccpo_lab.sweep_dir": str(root.resolve())})
-    pid = parent.info.run_id
+    analysis = manifest.get("analysis") or {}
+    exp_id = _experiment(client, name, str(analysis.get("metric") or "val/success_rate"))
+    if local:
+        relative_artifacts(root / STORE, exp_id)
+    found = []
+    for f in discover_runs(root):
+        rd = RunDir(f.path)
+        info = rd.read_run()
+        if info.get("run_id"):
+            found.append((f, rd, info, rd.read_state()))
+    starts = [t.start for t in (run_times(i, s) for _, _, i, s in found) if t.start is not None]
+    pid = _parent(client, exp_id, key, min(starts) if starts else None).info.run_id
     children = {r.data.tags.get(RUN_ID): r for r in _find_runs(
         client, exp_id, f"tags.`{KIND}` = 'run' and tags.`mlflow.parentRunId` = '{pid}'")}
-    created = updated = fresh = values = 0
-    statuses = []
-    for found in discover_runs(root):
-        rd = RunDir(found.path)
-        info = rd.read_run()
-        if not info.get("run_id"):
-            continue
-        tags = _tags(rd, info, found.arm, found.seed, root)
-        child = children.get(info["run_id"])
-        is_new = child is None
-        if child is None:
-            child = client.create_run(exp_id, run_name=f"{found.arm}/{found.path.name}",
-                                      tags={**tags, "mlflow.parentRunId": pid})
-            params = [Param(k, v) for k, v in _params(rd, info).items()]
-            for i in range(0, len(params), MAX_PARAMS):
-                client.log_batch(child.info.run_id, params=params[i:i + MAX_PARAMS])
-        else:
-            changed = [RunTag(k, v) for k, v in tags.items() if child.data.tags.get(k) != v]
-            if changed:
-                client.log_batch(child.info.run_id, tags=changed)
-        after = int(child.data.tags.get(SYNCED, -1))
-        sent = 0
-        for metrics, last in _batches(read_metrics(rd.metrics), after, _ms(info.get("created"))):
-            client.log_batch(child.info.run_id, metrics=metrics, tags=[RunTag(SYNCED, str(last))])
-            sent += len(metrics)
-        values += sent
-        if is_new:
-            created += 1
-        elif sent:
-            updated += 1
-        else:
-            fresh += 1
-        status = "FINISHED" if info.get("imported") else \
-            _STATUS.get(str(rd.read_state().get("state")), "RUNNING")
-        _set_status(client, client.get_run(child.info.run_id), status)
-        statuses.append(status)
-    logged = False
-    if artifacts is not None and Path(artifacts).is_dir():
-        client.log_artifacts(pid, str(artifacts), artifact_path="report")
-        logged = True
-    done = bool(statuses) and all(s in _TERMINAL for s in statuses)
-    _set_status(client, client.get_run(pid), "FINISHED" if done else "RUNNING")
-    return SyncResult(uri, name, pid, created, updated, fresh, values, logged)
+    done = [_sync_child(client, exp_id, pid, root, run, children.get(run[2]["run_id"]))
+            for run in found]
+    count = {k: sum(c.outcome == k for c in done)
+             for k in ("created", "updated", "fresh", "pending")}
+    step = max((c.last_step for c in done if c.last_step is not None), default=0)
+    headline, logged = _update_parent(client, pid, manifest, key, report, step, artifacts)
+    finished = bool(done) and all(c.status in _TERMINAL for c in done)
+    ends = [c.end for c in done if c.end is not None]
+    _set_status(client, client.get_run(pid), "FINISHED" if finished else "RUNNING",
+                max(ends) if finished and ends else None)
+    return SyncResult(uri, name, exp_id, pid, count["created"], count["updated"],
+                      count["fresh"], sum(c.sent for c in done), logged, count["pending"],
+                      headline, local)

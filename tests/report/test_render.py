@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from ccpo_lab.report.collect import read_config_sections, read_series
+from ccpo_lab.report.latex import latex_escape
 from ccpo_lab.report.plots import curve_band
-from ccpo_lab.report.tables import fmt, fmt_ci, latex_escape
+from ccpo_lab.report.tables import fmt, fmt_ci
 from ccpo_lab.runs.metrics import append_metrics
 
 T975_DF1 = 12.706204736174707  # t quantile 0.975 at 1 degree of freedom
@@ -70,19 +71,13 @@ def test_read_config_sections(tmp_path: Path) -> None:
     assert read_config_sections(p)["protocol"] == {"total_steps": 3}
 
 
-def test_column_stats_match_summarize_arm() -> None:
-    from ccpo_lab.report.analysis import column_stats
-    from ccpo_lab.stats import summarize_arm
-
-    m = np.random.default_rng(0).random((5, 4))
-    m[0, 1] = m[1, 1] = m[2, 1] = m[3, 1] = np.nan  # one seed left
-    m[:, 2] = np.nan  # none
-    m[:, 3] = 0.5  # no spread
-    for j, got in enumerate(column_stats(m, 0.9)):
-        ref = summarize_arm(m[:, j], 0.9)
-        assert got["n_seeds"] == ref.n
-        for key, want in (("mean", ref.mean), ("sd", ref.sd)):
-            assert (got[key] is None) == np.isnan(want)
-            assert got[key] is None or got[key] == pytest.approx(want)
-        for v, want in zip(got["ci_t"], (ref.ci_low, ref.ci_high), strict=True):
-            assert (v is None and np.isnan(want)) or v == pytest.approx(want)
+def test_latex_symbols_are_math_and_ascii() -> None:
+    # OT1 prints a raw '>' as an inverted question mark, '<' as an inverted exclamation
+    # mark and '|' as an em dash: each becomes math
+    assert latex_escape("p >= 0.05, x < 1, |z| > 2") == r"p $>$= 0.05, x $<$ 1, $|$z$|$ $>$ 2"
+    assert latex_escape("step ≥ 30; −4.0 × 2 ± 1 † ‡ Δ α") == \
+        r"step $\geq$ 30; $-$4.0 $\times$ 2 $\pm$ 1 $^{\dagger}$ $^{\ddagger}$ $\Delta$ $\alpha$"
+    assert latex_escape("[-20.0, 23.4] and +4.0 but seed-1") == \
+        "[$-$20.0, 23.4] and $+$4.0 but seed-1"
+    with pytest.raises(ValueError, match="no LaTeX form"):
+        latex_escape("naïve")

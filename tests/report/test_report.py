@@ -17,6 +17,7 @@ from ccpo_lab.runs.layout import init_run_dir, resolve_run_dir
 from tests.report.builders import init_sweep, log_evals, sweep_file
 
 T975_DF2 = 4.302652729911275  # t quantile 0.975 at 2 degrees of freedom
+Z975 = 1.959963984540054  # normal quantile 0.975
 EMAX3 = 3 / (2 * math.sqrt(math.pi))  # expected maximum of 3 standard normal draws
 
 
@@ -50,9 +51,11 @@ def test_arm_summaries(study: Path) -> None:
     half = T975_DF2 * 0.125 / math.sqrt(3)
     assert (grpo["mean"], grpo["sd"], grpo["n_seeds"], grpo["n_evals"]) == (0.625, 0.125, 3, 9)
     assert grpo["ci_t"] == pytest.approx([0.625 - half, 0.625 + half])
-    lo, hi = grpo["ci_bootstrap"]
-    assert 0.5 <= lo < 0.625 < hi <= 0.75
-    assert grpo["iqm"] == pytest.approx(0.625) and grpo["ci_iqm"] == pytest.approx([0.625] * 2)
+    # 3 seeds: a percentile bootstrap cannot be a 95% interval (it needs 18 seeds, the IQM's
+    # stratified one 8), so none is given; the IQM itself is
+    assert grpo["ci_bootstrap"] == [None, None] and grpo["ci_iqm"] == [None, None]
+    assert data["bootstrap_min_seeds"] == 18 and data["iqm_bootstrap_min_seeds"] == 8
+    assert grpo["iqm"] == pytest.approx(0.625)
     assert gigpo["mean"] == pytest.approx(19 / 24)
     assert gigpo["sd"] == pytest.approx(np.std([0.75, 0.75, 0.875], ddof=1))
     assert gigpo["per_task"]["Cool"]["mean"] == 0.75 and gigpo["turns_from_training"]
@@ -66,11 +69,19 @@ def test_arm_summaries(study: Path) -> None:
     assert ccpo["within_run_sd"] == 0.125
 
 
-def _colas_seeds(eps: float, s1: float, s2: float) -> int:
+def _colas_seeds(eps: float, s1: float, s2: float, alpha: float = 0.05) -> int:
     for n in range(2, 1001):
         nu = (s1**2 + s2**2) ** 2 * (n - 1) / (s1**4 + s2**4)
         t_eps = eps / math.sqrt((s1**2 + s2**2) / n)
-        if sps.t.cdf(sps.t.ppf(1 - 0.025, nu) - t_eps, nu) < 0.2:
+        if sps.t.cdf(sps.t.ppf(1 - alpha / 2, nu) - t_eps, nu) < 0.2:
+            return n
+    raise AssertionError("not found")
+
+
+def _paired_seeds(eps: float, sd_d: float, alpha: float) -> int:
+    for n in range(2, 1001):
+        t_eps = eps / (sd_d / math.sqrt(n))
+        if sps.t.cdf(sps.t.ppf(1 - alpha / 2, n - 1) - t_eps, n - 1) < 0.2:
             return n
     raise AssertionError("not found")
 
@@ -86,15 +97,18 @@ def test_comparisons(study: Path) -> None:
     assert g["p_holm"] == pytest.approx(g["p"])  # the other comparison is untestable
     assert g["prob_improvement"] == pytest.approx(8 / 9)
     assert g["verdict"] == "unresolved"
-    sd_x, sd_y = np.std([0.75, 0.75, 0.875], ddof=1), 0.125
-    assert g["seeds_needed"] == _colas_seeds(1 / 6, sd_x, sd_y)
+    # power from the same (paired) test: the sd of the differences, at alpha / 2 comparisons
+    assert g["power_alpha"] == 0.025
+    assert g["seeds_needed"] == _paired_seeds(1 / 6, np.std([0.25, 0.125, 0.125], ddof=1),
+                                              0.025) > 3
     assert g["verdict_text"] == f"unresolved (about {g['seeds_needed']} seeds needed)"
+    assert g["ci_prob_improvement"] == [None, None]  # 3 seeds: no valid bootstrap interval
     assert g["step1_verified"] and g["step1"] == "verified"
     assert g["min_detectable_diff"] > 0
     c = _cmp(data, "ccpo-return-hard")  # one seed: Welch, untestable, always unresolved
     assert not c["paired"] and c["diff"] == 0.25 and c["p"] is None and c["ci"] == [None, None]
     assert c["verdict"] == "unresolved" and c["power_sd_assumed"]
-    assert c["seeds_needed"] == _colas_seeds(0.25, 0.125, 0.125)
+    assert c["seeds_needed"] == _colas_seeds(0.25, 0.125, 0.125, alpha=0.025)
     assert c["step1"] == "not verified" and not c["step1_verified"]
     assert "no step-1 fingerprint (seed 0" in c["step1_detail"]
 
@@ -142,7 +156,8 @@ def test_newest_directory_is_used(study: Path, tmp_path: Path) -> None:
     rep = build_report(study)
     entry = _arm(rep.data, "grpo")["per_seed"]["0"]
     assert entry["dir"] == "seed-0.2" and entry["mean"] == 1.0
-    assert any("seed-0, seed-0.2" in n and "using the newest, seed-0.2" in n
+    assert any("seed-0, seed-0.2" in n["text"] and "using the newest, seed-0.2" in n["text"]
+               and (n["kind"], n["arm"], n["seed"]) == ("run", "grpo", 0)
                for n in rep.data["notes"])
 
 
@@ -156,8 +171,8 @@ def test_options_override_the_manifest(study: Path) -> None:
 
 
 def test_reproducible_and_json_clean(study: Path) -> None:
-    a = to_json(build_report(study).data)
-    assert a == to_json(build_report(study).data)
+    a = to_json(build_report(study).model)
+    assert a == to_json(build_report(study).model)
     assert "NaN" not in a and "Infinity" not in a
 
 
@@ -193,15 +208,18 @@ def test_unreadable_run_and_empty_window_are_said(study: Path) -> None:
     data = build_report(study).data
     assert _arm(data, "gigpo")["n_seeds"] == 2
     assert _arm(data, "gigpo")["per_seed"]["2"]["error"]
-    assert any(n.startswith("gigpo seed 2: unreadable metrics, left out:") and "line 1" in n
-               for n in data["notes"])
+    (note,) = [n for n in data["notes"]
+               if n["text"].startswith("gigpo seed 2: unreadable metrics, left out:")]
+    assert "line 1" in note["text"] and note["line"] == 1 and note["file"] == str(metrics)
+    assert (note["kind"], note["arm"], note["seed"]) == ("run", "gigpo", 2)
     data = build_report(study, {"window_start": 100}).data
     assert "no run has an evaluation at step >= 100 (the latest is at step 30)" in \
-        " ".join(data["notes"])
+        " ".join(n["text"] for n in data["notes"])
 
 
 def test_rise_over_the_first_evaluation(study: Path) -> None:
-    data = build_report(study).data
+    rep = build_report(study)
+    data = rep.data
     grpo, ccpo = _arm(data, "grpo"), _arm(data, "ccpo-return-hard")
     assert grpo["per_seed"]["1"]["start"] == 0.25 and grpo["per_seed"]["1"]["start_step"] == 0
     # start 0.25 (24 episodes) against window means .5, .625, .75 of 3 evaluations each
@@ -213,5 +231,17 @@ def test_rise_over_the_first_evaluation(study: Path) -> None:
     assert (r["n_seeds"], r["n_rose"], r["start_steps"]) == (3, 3, [0])
     # seed 1 has a start but no window yet, seed 2 nothing: one seed counts
     assert (ccpo["rise"]["n_seeds"], ccpo["rise"]["rise"]) == (1, pytest.approx(0.625))
-    md = to_markdown(data)
-    assert "| grpo | 25.0 (step 0) | 62.5 | +37.5 ± " in md and "| 3/3 |" in md
+    md = to_markdown(rep.model)
+    assert f"| grpo | 25.0 (step 0) | 62.5 | +37.5 ± {100 * Z975 * math.sqrt(var) / 3:.1f} | " in md
+    assert "| 3/3 |" in md
+
+
+def test_the_confidence_level_sets_every_interval(study: Path) -> None:
+    # no hard-coded 1.96: at 90% the rise is +- 1.64 se and the t intervals use t(0.95, 2)
+    rep = build_report(study, {"confidence": 0.9})
+    md = to_markdown(rep.model)
+    assert "rise ± 1.64 se" in md and "1.96" not in md and "| 90% CI (t) |" in md
+    grpo = _arm(rep.data, "grpo")
+    half = sps.t.ppf(0.95, 2) * 0.125 / math.sqrt(3)
+    assert grpo["ci_t"] == pytest.approx([0.625 - half, 0.625 + half])
+    assert rep.data["bootstrap_min_seeds"] == 11

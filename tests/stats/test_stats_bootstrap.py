@@ -127,3 +127,63 @@ def test_coverage_sanity() -> None:
         iv = bootstrap_ci(row, rng, confidence=0.9, n_reps=1000)
         hits += iv.low <= 0.0 <= iv.high
     assert 0.80 <= hits / 300 <= 0.95
+
+
+def _simulated_coverage(n: int, confidence: float, trials: int, reps: int,
+                        rng: np.random.Generator) -> float:
+    """Coverage of the percentile interval of a mean of n N(0, 1) seeds (truth 0)."""
+    hits = 0
+    for chunk in np.array_split(np.arange(trials), max(1, trials * reps * n // 2_000_000)):
+        x = rng.standard_normal((chunk.size, n))
+        idx = rng.integers(0, n, size=(chunk.size, reps, n), dtype=np.int16)
+        means = np.take_along_axis(x[:, None, :], idx, axis=2).mean(axis=2)
+        lo, hi = np.quantile(means, [(1 - confidence) / 2, (1 + confidence) / 2], axis=1)
+        hits += int(((lo <= 0.0) & (hi >= 0.0)).sum())
+    return hits / trials
+
+
+def test_percentile_bootstrap_cannot_reach_95_at_three_seeds() -> None:
+    from ccpo_lab.stats import percentile_coverage
+
+    rng = np.random.default_rng(7)
+    # an exact reason first: every percentile interval lies within the seeds' range ...
+    x = rng.standard_normal(3)
+    iv = bootstrap_ci(x, rng, 0.95, n_reps=20_000)
+    assert x.min() <= iv.low and iv.high <= x.max()
+    # ... and the range of 3 draws covers the centre of a symmetric distribution with
+    # probability 1 - 2 * (1/2)^3 = 0.75 (all three on one side otherwise)
+    r = rng.standard_normal((40_000, 3))
+    assert abs(((r.min(axis=1) < 0) & (r.max(axis=1) > 0)).mean() - 0.75) < 0.01
+    # simulated coverage of the "95%" interval: about 75% at 3 seeds, not 95%
+    sim3 = _simulated_coverage(3, 0.95, 3000, 400, rng)
+    assert abs(sim3 - 0.75) < 0.035 and abs(sim3 - percentile_coverage(3, 0.95)) < 0.035
+    sim10 = _simulated_coverage(10, 0.95, 2000, 600, rng)
+    assert abs(sim10 - percentile_coverage(10, 0.95)) < 0.03 and sim10 < 0.925
+
+
+def test_bootstrap_min_runs_meets_the_level_within_bradleys_criterion() -> None:
+    from ccpo_lab.stats import bootstrap_min_runs, percentile_coverage
+
+    n = bootstrap_min_runs(0.95)
+    assert n == 18 and bootstrap_min_runs(0.95, n_strata=6) == 8
+    assert percentile_coverage(n - 1, 0.95) < 0.925 <= percentile_coverage(n, 0.95)
+    assert bootstrap_min_runs(0.90) == 11 and bootstrap_min_runs(0.99) == 41
+    rng = np.random.default_rng(8)
+    sim = _simulated_coverage(n, 0.95, 2000, 600, rng)
+    assert sim > 0.91 and abs(sim - percentile_coverage(n, 0.95)) < 0.025
+    assert math.isnan(percentile_coverage(1, 0.95))
+
+
+def test_stratified_coverage_pools_the_strata() -> None:
+    # the stratified bootstrap of a mean over 6 tasks with 3 runs each: df 12, same shrink
+    from ccpo_lab.stats import percentile_coverage
+
+    rng = np.random.default_rng(9)
+    tasks = np.linspace(0.2, 0.8, 6)
+    hits, trials = 0, 600
+    for _ in range(trials):
+        scores = tasks + 0.1 * rng.standard_normal((3, 6))
+        iv = stratified_bootstrap_ci(scores, rng, "mean", 0.95, n_reps=500)
+        hits += iv.low <= tasks.mean() <= iv.high
+    expected = percentile_coverage(3, 0.95, n_strata=6)
+    assert abs(hits / trials - expected) < 0.045 and expected < 0.9

@@ -137,3 +137,85 @@ def test_compare_to_reference_family() -> None:
     assert single.seeds_needed is None and math.isnan(single.mdd)
     with pytest.raises(KeyError):
         compare_to_reference(values, "ppo")
+
+
+def test_paired_power_hand_computed_and_root() -> None:
+    from ccpo_lab.stats import (
+        paired_minimal_detectable_difference,
+        paired_seeds_needed,
+        paired_type2_error,
+    )
+
+    # sd_d = 1, n = 4 pairs: df 3, t_eps = 2 / (1 / 2) = 4; beta = t.cdf(t.ppf(0.975, 3) - 4, 3)
+    expected = sps.t.cdf(sps.t.ppf(0.975, 3) - 4.0, 3)
+    assert paired_type2_error(2.0, 1.0, 4, 0.05, two_sided=True) == pytest.approx(expected)
+    assert math.isnan(paired_type2_error(2.0, 1.0, 1)) and math.isnan(paired_type2_error(2.0, 0, 5))
+    n = paired_seeds_needed(2.0, 1.0, 0.05, 0.8, two_sided=True)
+    beta = lambda k: sps.t.cdf(sps.t.ppf(0.975, k - 1) - 2.0 * math.sqrt(k), k - 1)  # noqa: E731
+    assert beta(n) < 0.2 <= beta(n - 1)
+    mdd = paired_minimal_detectable_difference(1.0, 6, 0.05, 0.8, two_sided=True)
+    root = optimize.brentq(
+        lambda e: paired_type2_error(e, 1.0, 6, 0.05, two_sided=True) - 0.2, 1e-6, 10.0)
+    assert mdd == pytest.approx(root, rel=1e-8)
+    assert paired_seeds_needed(0.0, 1.0) is None and paired_seeds_needed(1.0, 0.0) is None
+
+
+# Like the demo's gigpo vs grpo: per-seed window means in points, +4.0 with a paired interval
+# that excludes 0, while each arm spreads by ~3.7 points across seeds: Welch power from the
+# arms' sds asks for many more seeds than the paired test that gives the interval.
+GRPO = np.array([46.9, 39.6, 44.3])
+GIGPO = GRPO + np.array([4.2, 2.6, 5.2])
+
+
+def test_paired_seeds_needed_uses_the_sd_of_the_differences() -> None:
+    from ccpo_lab.stats import paired_seeds_needed
+
+    rows = compare_to_reference({"grpo": GRPO, "gigpo": GIGPO}, "grpo",
+                                {"grpo": np.arange(3), "gigpo": np.arange(3)})
+    (row,) = rows
+    c = row.comparison
+    d = GIGPO - GRPO
+    assert c.test == "paired" and c.sd_diff == pytest.approx(np.std(d, ddof=1))
+    assert c.se == pytest.approx(np.std(d, ddof=1) / math.sqrt(3))
+    assert row.power_alpha == 0.05  # one comparison: alpha / 1
+    assert row.seeds_needed == paired_seeds_needed(d.mean(), np.std(d, ddof=1), 0.05, 0.8,
+                                                   two_sided=True)
+    welch = seeds_needed(d.mean(), np.std(GIGPO, ddof=1), np.std(GRPO, ddof=1), 0.05, 0.8,
+                         two_sided=True)
+    assert row.seeds_needed == 4 and welch == 19  # the paired test needs far fewer seeds
+    ref = sps.ttest_rel(GIGPO, GRPO)
+    assert c.p_value == pytest.approx(ref.pvalue)
+
+
+def test_power_at_the_family_level_alpha_over_m() -> None:
+    values = {"ref": GRPO, "a": GIGPO, "b": GRPO - 1.0 + np.array([0.5, -0.3, 0.1])}
+    seeds = {k: np.arange(3) for k in values}
+    rows = compare_to_reference(values, "ref", seeds)
+    assert all(r.power_alpha == pytest.approx(0.025) for r in rows)
+    from ccpo_lab.stats import paired_seeds_needed
+
+    a = rows[0].comparison
+    assert rows[0].seeds_needed == paired_seeds_needed(a.diff, a.sd_diff, 0.025, 0.8,
+                                                       two_sided=True)
+
+
+def test_unresolved_always_needs_more_seeds_than_it_has() -> None:
+    # the coherence rule of the report: a comparison its own test leaves unresolved (Holm)
+    # never shows a seeds-needed figure at or below its seed count
+    rng = np.random.default_rng(5)
+    checked = 0
+    for _ in range(300):
+        n = int(rng.integers(2, 9))
+        base = rng.normal(50.0, 5.0, n)
+        values = {"ref": base, **{f"a{k}": base + rng.normal(rng.normal(0, 3), 2.0, n)
+                                  for k in range(3)}}
+        paired = rng.random() < 0.5
+        seeds = {k: np.arange(n) if paired else np.arange(n) + (100 if k != "ref" else 0)
+                 for k in values}
+        for r in compare_to_reference(values, "ref", seeds):
+            if r.verdict.label == "unresolved" and r.seeds_needed is not None:
+                have = r.comparison.n_pairs if paired else min(r.comparison.n_x,
+                                                               r.comparison.n_y)
+                assert r.seeds_needed > have, (n, r)
+                checked += 1
+    assert checked > 300

@@ -75,8 +75,79 @@ def test_sync_idempotent_incremental_with_report(tmp_path: Path, monkeypatch: py
     # report --out logs the tables and plots as artifacts of the parent
     assert main(["report", str(sweep_dir), "--window-start", "5", "--out",
                  str(tmp_path / "rep")]) == 0
-    err = capsys.readouterr().err
-    assert "report artifacts logged" in err
+    out = capsys.readouterr().out  # the closing note: --out alone prints no report
+    assert "report numbers and the report files logged to the parent" in out
+    monkeypatch.chdir(sweep_dir)  # artifact paths are relative to the sweep directory
     names = {a.path for a in client.list_artifacts(first.parent_run_id, "report")}
-    assert {"report/report.json", "report/report.md", "report/learning_curves.png"} <= names
+    assert {"report/report.json", "report/report.md", "report/curves.png",
+            "report/curves.pdf"} <= names
     assert len(client.search_runs([exp.experiment_id], "tags.`ccpo_lab.kind` = 'run'")) == 2
+
+
+def test_store_opens_ready_and_survives_a_move(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    import shutil
+    from datetime import datetime
+
+    from mlflow.tracking import MlflowClient
+
+    from ccpo_lab.report.analysis import build_report
+    from ccpo_lab.tracking.mlflow_sync import ARM_TAG, VIEW_TAG, headline_metrics, sync_sweep
+    from tests.report.builders import demo_like_study
+
+    sweep_dir = demo_like_study(tmp_path, tmp_path / "results")
+    pending = next(p for p in sorted(sweep_dir.glob("grpo/seed-*")))
+    (pending / "metrics.jsonl").unlink()  # grpo seed 0 not started: no metrics, no start
+    (pending / "state.json").write_text(json.dumps({"state": "pending", "step": 0}))
+    assert main(["report", str(sweep_dir), "--out", str(sweep_dir / "report")]) == 0
+    out = capsys.readouterr().out
+    assert "14 runs created" in out and "1 not started yet" in out
+    assert "mlflow ui --backend-store-uri sqlite:///mlflow.db --host 127.0.0.1" in out
+    assert "/#/experiments/1/runs?viewStateShareKey=ccpo-lab-by-arm&workflowType=" \
+           "machine_learning" in out
+
+    client = MlflowClient(f"sqlite:///{sweep_dir}/mlflow.db")
+    exp = client.get_experiment_by_name("demo")
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"  # training view
+    view = json.loads(exp.tags[VIEW_TAG])
+    assert view["groupBy"]["groupByKeys"] == [{"mode": "tag", "groupByData": ARM_TAG}]
+    assert exp.artifact_location == "mlartifacts"  # relative to the sweep directory
+    runs = client.search_runs([exp.experiment_id], "tags.`ccpo_lab.kind` = 'run'")
+    assert len(runs) == 14 and all(r.info.artifact_uri.startswith("mlartifacts/") for r in runs)
+    # children carry the training's own start and end (state.json), not the sync's time
+    gigpo1 = next(r for r in runs if r.info.run_name == "gigpo seed 1")
+    state = json.loads((sweep_dir / "gigpo" / "seed-1" / "state.json").read_text())
+    start = int(datetime.fromisoformat(state["started"]).timestamp() * 1000)
+    end = int(datetime.fromisoformat(state["updated"]).timestamp() * 1000)
+    assert (gigpo1.info.start_time, gigpo1.info.end_time) == (start, end)
+    assert 240_000 <= end - start < 300_000 and gigpo1.info.status == "FINISHED"
+    # the parent: the sweep's settings, the report's headline, a description
+    (parent,) = client.search_runs([exp.experiment_id], "tags.`ccpo_lab.kind` = 'sweep'")
+    assert parent.data.params["protocol.total_steps"] == "60"
+    assert parent.data.params["analysis.window_start"] == "30"
+    model = build_report(sweep_dir).model
+    assert parent.data.metrics["report/gigpo/mean"] == pytest.approx(model.arm("gigpo").mean)
+    assert set(headline_metrics(model)) <= set(parent.data.metrics)
+    assert "| gigpo |" in parent.data.tags["mlflow.note.content"]
+    assert parent.info.status == "RUNNING"  # grpo seed 0 has not run
+
+    # grpo seed 0 starts: created at the next sync, with its real start time
+    (pending / "state.json").write_text(json.dumps(
+        {"state": "running", "step": 0, "started": "2025-11-30T12:00:00+00:00"}))
+    again = sync_sweep(sweep_dir)
+    assert (again.created, again.pending) == (1, 0)
+    (seed0,) = client.search_runs([exp.experiment_id], "tags.`ccpo_lab.seed` = '0' and "
+                                  "tags.`ccpo_lab.arm` = 'grpo'")
+    assert seed0.info.start_time == int(datetime.fromisoformat(
+        "2025-11-30T12:00:00+00:00").timestamp() * 1000) and seed0.info.status == "RUNNING"
+
+    # move results/: the store still opens and its artifacts still read, from the sweep dir
+    moved = tmp_path / "elsewhere"
+    shutil.move(str(tmp_path / "results"), str(moved))
+    monkeypatch.chdir(moved / "demo")
+    client = MlflowClient("sqlite:///mlflow.db")
+    local = client.download_artifacts(parent.info.run_id, "report/report.md", str(tmp_path))
+    assert Path(local).read_text() == (moved / "demo" / "report" / "report.md").read_text()
+    assert main(["sync", str(moved / "demo")]) == 0  # and syncs on, nothing duplicated
+    assert "0 runs created" in capsys.readouterr().out

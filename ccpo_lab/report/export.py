@@ -1,0 +1,72 @@
+"""The report's raw values: the JSON document and the CSV tables, from the typed model.
+
+JSON is :func:`ccpo_lab.report.model.to_plain` of the model (no NaN: undefined values are
+null). Each CSV table's header comes from its row type's fields
+(:func:`ccpo_lab.report.model.csv_header`), prefixed by the key columns; values are in the
+metric's own units (fractions for success rates).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ccpo_lab.report.model import (
+    ArmRow,
+    ComparisonRow,
+    ReportModel,
+    RiseRow,
+    SeedRow,
+    TaskStat,
+    csv_header,
+    csv_row,
+    to_plain,
+)
+from ccpo_lab.report.numbers import NO_INTERVAL
+
+
+def to_json(model: ReportModel, indent: int | None = None) -> str:
+    """The report document as JSON; compact by default."""
+    seps = (",", ":") if indent is None else (",", ": ")
+    return json.dumps(to_plain(model), indent=indent, separators=seps, allow_nan=False) + "\n"
+
+
+def _csv(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    w.writerows([["" if v is None else v for v in row] for row in rows])
+    return buf.getvalue()
+
+
+def csv_tables(model: ReportModel) -> dict[str, str]:
+    """``{"arms", "comparisons", "per_task", "per_seed"}`` -> CSV text.
+
+    * arms: :class:`ArmRow` fields, ``reference``, then the :class:`RiseRow` fields as
+      ``rise_*``;
+    * comparisons: :class:`ComparisonRow` fields;
+    * per_task: ``arm``, ``column``, then :class:`TaskStat` fields (published baselines
+      as ``<method> (published)`` rows when shown);
+    * per_seed: ``arm``, ``seed``, then :class:`SeedRow` fields.
+    """
+    arms = _csv([*csv_header(ArmRow), "reference", *csv_header(RiseRow, "rise_")],
+                [[*csv_row(a), a.arm == model.reference, *csv_row(a.rise)] for a in model.arms])
+    comparisons = _csv(csv_header(ComparisonRow), [csv_row(c) for c in model.comparisons])
+    task_rows = [[a.arm, col, *csv_row(st)] for a in model.arms for col, st in a.per_task.items()]
+    if model.baselines.shown:
+        task_rows += [[f"{r.method} (published)", col,
+                       *csv_row(TaskStat(mean=v, sd=None, ci_t=NO_INTERVAL, n_seeds=3))]
+                      for r in model.baselines.rows for col, v in r.per_task.items()]
+    per_task = _csv(["arm", "column", *csv_header(TaskStat)], task_rows)
+    per_seed = _csv(["arm", "seed", *csv_header(SeedRow)],
+                    [[a.arm, k, *csv_row(e)] for a in model.arms for k, e in a.per_seed.items()])
+    return {"arms": arms, "comparisons": comparisons, "per_task": per_task,
+            "per_seed": per_seed}
+
+
+def to_csv(model: ReportModel) -> str:
+    """The CSV tables, each after a ``# <name>`` line, separated by blank lines."""
+    return "\n".join(f"# {name}\n{text}" for name, text in csv_tables(model).items())

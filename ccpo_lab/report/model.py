@@ -1,0 +1,339 @@
+"""The typed report: frozen rows for runs, arms and comparisons, and the document.
+
+:func:`ccpo_lab.report.analysis.build_report` computes a :class:`ReportModel`; every
+output is rendered from it: the JSON document (:func:`to_plain`, the schema documented in
+the README), the CSV tables (:func:`csv_header` / :func:`csv_row`: headers come from the
+fields, so they cannot drift from the rows), Markdown and LaTeX
+(:mod:`ccpo_lab.report.tables`) and the figures. Values are in the metric's own units as
+logged (fractions for success rates); None is undefined (JSON null).
+
+To add a section: add a frozen row type here and a field to :class:`ReportModel` (it
+appears in the JSON by itself), then a table builder in :mod:`ccpo_lab.report.tables`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ccpo_lab.report.numbers import NO_INTERVAL, Pair
+
+INTERVAL = {"interval": True}
+"""Field metadata of an interval ``(low, high)``: two CSV columns ``<name>_low/_high``."""
+NESTED = {"csv": False}
+"""Field metadata of a container (rows, lists, mappings): JSON only, not a CSV column."""
+
+
+@dataclass(frozen=True)
+class TaskStat:
+    """One column of the per-task-type table for one arm (over its seeds)."""
+
+    mean: float | None
+    """Mean over seeds of the seeds' converged-window means."""
+    sd: float | None
+    """sd across seeds (ddof=1); None below two seeds."""
+    ci_t: Pair = field(metadata=INTERVAL)
+    """t interval of the mean at the report's confidence."""
+    n_seeds: int
+    """Seeds with a value."""
+
+
+@dataclass(frozen=True)
+class SeedRow:
+    """One run (an arm's seed): its converged window and status."""
+
+    mean: float | None
+    """Mean of the held-out evaluations at step >= window_start."""
+    sd: float | None
+    """Their sd (ddof=1)."""
+    n_evals: int
+    """Evaluations in the window."""
+    best: float | None
+    """Best evaluation in the window."""
+    best_step: int | None
+    """Its step."""
+    best_bias: float | None
+    """Expected upward bias of the best of ``n_evals`` evaluations (metric units)."""
+    best_bias_sd: float | None
+    """The same in sds (expected maximum of ``n_evals`` standard normal draws)."""
+    binomial_se: float | None
+    """Binomial standard error of one evaluation at the window mean."""
+    n_episodes: int | None
+    """Held-out episodes per evaluation."""
+    interim: bool
+    """Not yet at its final step."""
+    last_step: int | None
+    """Last step with a metrics row."""
+    total_steps: int | None
+    """Final step (None: unknown)."""
+    state: str | None
+    """``state.json`` state."""
+    dir: str
+    """Run directory name (``seed-<k>[.<n>]``)."""
+    run_id: str | None
+    """Run id."""
+    fingerprint: str | None
+    """Step-1 rollout fingerprint."""
+    per_task: dict[str, float | None] = field(metadata=NESTED)
+    """Window mean per task-type column (Pick..Pick2, All, Turns)."""
+    turns_from_training: bool
+    """Turns from training episodes (held-out turns not logged)."""
+    error: str | None
+    """Why the run's metrics could not be read (then it is left out)."""
+    start: float | None
+    """First held-out evaluation before the window (normally step 0)."""
+    start_step: int | None
+    """Its step."""
+
+
+@dataclass(frozen=True)
+class RiseRow:
+    """The converged window against the first evaluation, over an arm's seeds."""
+
+    start: float | None
+    """Mean first evaluation."""
+    start_steps: tuple[int, ...] = field(metadata=NESTED)
+    """Steps of the first evaluations."""
+    window: float | None
+    """Mean window mean of the same seeds."""
+    rise: float | None
+    """``window - start``."""
+    se: float | None
+    """Binomial se of the rise (evaluation noise only)."""
+    z: float | None
+    """``rise / se``."""
+    n_seeds: int
+    """Seeds with both."""
+    n_rose: int
+    """Seeds whose window lies above their first evaluation."""
+
+
+@dataclass(frozen=True)
+class ArmRow:
+    """One arm over its seeds."""
+
+    arm: str
+    """Arm name."""
+    n_seeds: int
+    """Seeds with a window mean."""
+    seeds: tuple[int, ...] = field(metadata=NESTED)
+    """Every seed with a run directory (listed, never hidden)."""
+    mean: float | None
+    """Mean over seeds of the window means."""
+    sd: float | None
+    """sd across seeds (ddof=1)."""
+    ci_t: Pair = field(metadata=INTERVAL)
+    """Student t interval of the mean: the interval to cite at a small number of seeds."""
+    ci_bootstrap: Pair = field(metadata=INTERVAL)
+    """Percentile-bootstrap interval of the mean; None below ``bootstrap_min_seeds``."""
+    iqm: float | None
+    """Interquartile mean over seeds x the six task types (rliable)."""
+    ci_iqm: Pair = field(metadata=INTERVAL)
+    """Its stratified bootstrap interval; None below ``iqm_bootstrap_min_seeds``."""
+    iqm_n_seeds: int
+    """Seeds with all six task types (those entering the IQM)."""
+    n_evals: int
+    """Window evaluations over all seeds."""
+    within_run_sd: float | None
+    """Root mean square of the seeds' within-window sds."""
+    interim: bool
+    """Some seed is not at its final step."""
+    interim_seeds: tuple[int, ...] = field(metadata=NESTED)
+    """Those seeds."""
+    turns_from_training: bool
+    """Some seed's Turns come from training episodes."""
+    per_seed: dict[int, SeedRow] = field(metadata=NESTED)
+    """Each seed's row (JSON keys are strings)."""
+    per_task: dict[str, TaskStat] = field(metadata=NESTED)
+    """Each task-type column (Pick..Pick2, All, Turns)."""
+    rise: RiseRow = field(metadata=NESTED)
+    """The rise over the first evaluation."""
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    """One arm X against the reference Y: one test gives the interval, p and power."""
+
+    arm: str
+    """X."""
+    reference: str
+    """Y."""
+    paired: bool
+    """Paired by seed (else Welch)."""
+    test: str
+    """``paired`` or ``welch``."""
+    n_x: int
+    """Seeds of X."""
+    n_y: int
+    """Seeds of Y."""
+    n_pairs: int
+    """Seeds in both."""
+    diff: float | None
+    """X - Y (mean of the per-seed differences when paired)."""
+    ci: Pair = field(metadata=INTERVAL)
+    """The test's t interval of ``diff``."""
+    p: float | None
+    """The test's two-sided p."""
+    p_holm: float | None
+    """Holm-adjusted p over the comparisons with the reference."""
+    prob_improvement: float | None
+    """P(X > Y): the chance a seed of X beats a seed of Y (Mann-Whitney U / n_x n_y)."""
+    ci_prob_improvement: Pair = field(metadata=INTERVAL)
+    """Its independent bootstrap interval; None below ``bootstrap_min_seeds`` per arm."""
+    seeds_needed: int | None
+    """Seeds per arm for the report's power at ``|diff|`` under this test at
+    ``power_alpha`` (None: not computable or above 1,000)."""
+    min_detectable_diff: float | None
+    """Smallest difference the current seeds detect (same test, level and power)."""
+    power_alpha: float
+    """Level of the power figures: alpha / number of comparisons."""
+    power_sd_assumed: bool
+    """An arm has one seed: its sd across seeds is assumed to be its within-run sd."""
+    verdict: str
+    """``better``, ``worse`` or ``unresolved``."""
+    verdict_text: str
+    """The verdict with its seeds-needed figure, for tables."""
+    reason: str
+    """Why (one line)."""
+    step1_verified: bool
+    """Step-1 rollouts identical on every common seed."""
+    step1: str
+    """``verified``, ``different`` or ``not verified``."""
+    step1_detail: str
+    """What was checked."""
+
+
+@dataclass(frozen=True)
+class BaselineRow:
+    """A published method's numbers."""
+
+    method: str
+    """Method."""
+    per_task: dict[str, float] = field(metadata=NESTED)
+    """Column (Pick..Pick2, All) -> success as a fraction."""
+
+
+@dataclass(frozen=True)
+class Baselines:
+    """Published numbers, shown only when comparable."""
+
+    shown: bool
+    """Whether every run matches the published backbone and protocol."""
+    note: str | None
+    """Why not, when not shown."""
+    backbone: str | None
+    """The backbone."""
+    source: str
+    """Where the numbers come from."""
+    rows: tuple[BaselineRow, ...] = field(metadata=NESTED)
+    """Methods."""
+
+
+@dataclass(frozen=True)
+class Note:
+    """One note of the report: a line of text with what it is about."""
+
+    text: str
+    """The line shown under the tables."""
+    kind: str = "general"
+    """``run`` (about one run), ``setting``, ``window``, ... (for filtering)."""
+    arm: str | None = None
+    """The arm it is about."""
+    seed: int | None = None
+    """The seed it is about."""
+    file: str | None = None
+    """A file it names."""
+    line: int | None = None
+    """A line of that file."""
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class ReportModel:
+    """The whole report (``ccpo-lab report --format json`` is :func:`to_plain` of it)."""
+
+    sweep: str
+    """Sweep name."""
+    metric: str
+    """Held-out metric compared."""
+    window_start: int
+    """Converged window: evaluations at step >= this."""
+    reference: str
+    """Reference arm."""
+    confidence: float
+    """Level of every interval."""
+    bootstrap_reps: int
+    """Bootstrap resamples."""
+    alpha: float
+    """Family-wise level (Holm)."""
+    power: float
+    """Target power of the seeds-needed figures."""
+    settings_from: dict[str, str] = field(metadata=NESTED)
+    """Where each setting came from."""
+    bootstrap_min_seeds: int
+    """Seeds from which a percentile bootstrap of a mean meets ``confidence``."""
+    iqm_bootstrap_min_seeds: int
+    """Seeds per task type from which the IQM's stratified bootstrap does."""
+    arms: tuple[ArmRow, ...] = field(metadata=NESTED)
+    """Arms in report order."""
+    comparisons: tuple[ComparisonRow, ...] = field(metadata=NESTED)
+    """Every arm but the reference against it."""
+    baselines: Baselines = field(metadata=NESTED)
+    """Published numbers or why not."""
+    notes: tuple[Note, ...] = field(metadata=NESTED)
+    """Notes on runs and settings."""
+
+    def arm(self, name: str) -> ArmRow:
+        """The row of arm ``name`` (KeyError if absent)."""
+        for a in self.arms:
+            if a.arm == name:
+                return a
+        raise KeyError(name)
+
+    def comparison(self, name: str) -> ComparisonRow | None:
+        """The comparison of arm ``name`` with the reference (None for the reference)."""
+        return next((c for c in self.comparisons if c.arm == name), None)
+
+
+def to_plain(obj: Any) -> Any:
+    """A row or the document as JSON-ready values: dataclasses as dicts in field order,
+    tuples as lists, mapping keys as strings, nan/inf as None."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, Mapping):
+        return {str(k): to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [to_plain(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def _scalar_fields(cls: type) -> list[dataclasses.Field[Any]]:
+    """Fields that hold one value or an interval (containers are JSON only)."""
+    return [f for f in dataclasses.fields(cls) if f.metadata.get("csv", True)]
+
+
+def csv_header(cls: type, prefix: str = "") -> list[str]:
+    """CSV columns of a row type: its scalar fields, an interval as ``_low``/``_high``."""
+    cols: list[str] = []
+    for f in _scalar_fields(cls):
+        if f.metadata.get("interval"):
+            cols += [f"{prefix}{f.name}_low", f"{prefix}{f.name}_high"]
+        else:
+            cols.append(prefix + f.name)
+    return cols
+
+
+def csv_row(row: Any) -> list[Any]:
+    """The values of :func:`csv_header` for one row (None for undefined)."""
+    vals: list[Any] = []
+    for f in _scalar_fields(type(row)):
+        v = getattr(row, f.name)
+        vals += list(v or NO_INTERVAL) if f.metadata.get("interval") else [v]
+    return [None if isinstance(v, float) and not math.isfinite(v) else v for v in vals]
