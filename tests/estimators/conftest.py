@@ -29,7 +29,8 @@ def rows(*trajectories: tuple[str, str, list[str], list[float]],
 def random_columns(rng: np.random.Generator, n_tasks: int = 3, n_traj: int = 4,
                    max_len: int = 6, n_obs: int = 4, d: int = 8,
                    shuffle: bool = True) -> dict[str, Any]:
-    """A random batch with shared start observations, revisits, successes and penalties."""
+    """A random batch with shared start observations, revisits, successes and invalid
+    actions (raw rewards: 10 at the last turn of a success, else 0; 20% invalid)."""
     cols: dict[str, list[Any]] = {k: [] for k in
                                   ("task_uid", "traj_uid", "step", "anchor_obs", "reward", "valid")}
     for t in range(n_tasks):
@@ -42,8 +43,7 @@ def random_columns(rng: np.random.Generator, n_tasks: int = 3, n_traj: int = 4,
                 cols["traj_uid"].append(f"t{t}-j{j}")
                 cols["step"].append(s)
                 cols["anchor_obs"].append("start" if s == 0 else f"o{int(rng.integers(n_obs))}")
-                cols["reward"].append((10.0 if success and s == length - 1 else 0.0)
-                                      - (0.0 if ok else 0.1))
+                cols["reward"].append(10.0 if success and s == length - 1 else 0.0)
                 cols["valid"].append(ok)
     n = len(cols["task_uid"])
     out: dict[str, Any] = dict(cols)
