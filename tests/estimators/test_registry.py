@@ -159,3 +159,21 @@ def test_validation_stays_torch_free() -> None:
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True,
                    cwd=Path(__file__).resolve().parents[2])
+
+
+def test_readme_parameter_table_lists_every_parameter() -> None:
+    import re
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    table = readme.split("| estimator | parameters (default) |", 1)[1].split("\n\n", 1)[0]
+    for name in estimator_names():
+        for p in ESTIMATOR_PARAMS[name]:
+            assert f"`{p.name}` (" in table, (name, p.name)
+            cell = table.split(f"`{p.name}` (", 1)[1].split(")", 1)[0]
+            if p.kind is bool:
+                assert str(p.default).lower() in cell, (name, p.name, cell)
+            elif p.kind is str:
+                assert cell.startswith(f"`{p.default}`"), (name, p.name, cell)
+            else:
+                numbers = [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?(?:e-?\d+)?", cell)]
+                assert numbers and numbers[0] == p.default, (name, p.name, cell)
