@@ -3,7 +3,7 @@
 One run, figures and ratios printed (no pass/fail):
 
     .venv/bin/python benchmarks/bench_estimators.py [--rows-scale 1.0] [--repeats 3]
-        [--device cpu|cuda] [--threads 2,1]
+        [--device cpu|cuda] [--threads 2,1] [--omp-wait-policy passive|active]
 
 Batch: 16 tasks x 8 trajectories; a success ends after 10-50 turns with reward 10, a
 failure runs the full 50 turns; 10% of actions are invalid (-0.1, and the next anchor
@@ -20,6 +20,12 @@ time reported). In the same process, a fixed reference computation (a float32
 1024 x 3584 x 1024 matrix product, ~7.5 GFLOP) is timed the same way: the ``x ref``
 column (estimator wall / reference wall) is the figure to compare across machines and
 loads. The load average (``/proc/loadavg``) is printed before and after.
+
+On a machine with more runnable threads than cores, OpenMP's default spin-waiting makes
+every parallel operation wait for a descheduled partner thread: at 2 threads on a shared
+2-core machine this multiplied the CCPO arms' CPU time by 4-7 (measured 2026-11-30).
+``--omp-wait-policy passive`` sets ``OMP_WAIT_POLICY`` in the measuring processes (waiting
+threads sleep) to show the figures without that artefact.
 verl's ``compute_grpo_outcome_advantage`` runs on the same rows (token-level rewards with
 each row's score, episode reward minus its own penalty, on its last response token).
 """
@@ -278,12 +284,19 @@ def main() -> None:
                     help="scale every trajectory length (1.0: ~5,000 rows)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--device", default="cpu", help="torch device of the tensors")
+    ap.add_argument("--omp-wait-policy", choices=("passive", "active"), default=None,
+                    help="OMP_WAIT_POLICY of the measuring processes (default: unset)")
     ap.add_argument("--threads", default="2,1",
                     help="torch thread counts, comma-separated (Ray workers often run "
                          "with OMP_NUM_THREADS=1)")
     args = ap.parse_args()
     labels = ["verl-grpo", *ARMS]
-    print(f"load average before: {_load()}")
+    if args.omp_wait_policy:
+        import os
+
+        os.environ["OMP_WAIT_POLICY"] = args.omp_wait_policy.upper()
+    print(f"load average before: {_load()}; OMP_WAIT_POLICY "
+          f"{args.omp_wait_policy or '(unset)'}")
     last: dict[str, dict[str, Any]] = {}
     for threads in (int(t) for t in args.threads.split(",")):
         last = {lab: run(lab, args.seed, args.rows_scale, args.repeats, args.device, threads)
