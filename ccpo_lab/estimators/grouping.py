@@ -216,27 +216,3 @@ def percentile(values: torch.Tensor, q: float) -> float:
     if values.numel() == 0:
         return float("nan")
     return float(torch.quantile(values.to(torch.float64), q / 100.0))
-
-
-def segment_median(values: torch.Tensor, seg: torch.Tensor, count: int) -> torch.Tensor:
-    """numpy's median of each segment (mean of the two middle values for an even size).
-
-    ``values``: ``(P,)`` float64, finite and >= 0; ``seg``: ``(P,)`` segment ids in
-    ``[0, count)``. Returns ``(count,)``, NaN for an empty segment. One sort on the key
-    ``seg * M + value`` (``M`` above every value): values closer than about 1e-12 may swap
-    places, which moves a median by at most that much.
-    """
-    import torch
-
-    if values.numel() == 0:
-        return torch.full((count,), float("nan"), dtype=values.dtype, device=values.device)
-    span = 2.0 * float(values.max()) + 1.0
-    order = torch.argsort(seg.to(values.dtype) * span + values)
-    ordered = values[order]
-    sizes = group_count(seg, count)
-    starts = torch.cumsum(sizes, 0) - sizes
-    last = ordered.numel() - 1
-    lo = (starts + (sizes - 1).clamp_min(0) // 2).clamp(max=last)
-    hi = (starts + sizes // 2).clamp(max=last)
-    med = (ordered[lo] + ordered[hi]) / 2
-    return torch.where(sizes > 0, med, torch.full_like(med, float("nan")))

@@ -8,7 +8,6 @@ import torch
 
 from ccpo_lab.estimators import StepBatch
 from ccpo_lab.estimators import features as feat
-from ccpo_lab.estimators.grouping import segment_median
 
 from .conftest import rows
 from .naive import whiten as svd_whiten
@@ -85,13 +84,18 @@ def test_identical_inputs_give_zero_distance() -> None:
 
 
 @pytest.mark.parametrize("sizes", [[1], [2], [3, 4], [5, 1, 6], [10, 7]])
-def test_segment_median_is_numpys(sizes: list[int], rng: np.random.Generator) -> None:
+def test_masked_median_is_numpys(sizes: list[int], rng: np.random.Generator) -> None:
+    from ccpo_lab.estimators.ccpo_credit import _masked_median
+
     vals = [rng.random(s) * 2 for s in sizes]
-    seg = torch.cat([torch.full((s,), i) for i, s in enumerate(sizes)])
-    got = segment_median(torch.tensor(np.concatenate(vals)), seg, len(sizes) + 1)
-    np.testing.assert_allclose(got[:-1].numpy(), [np.median(v) for v in vals], rtol=0,
-                               atol=1e-12)
-    assert torch.isnan(got[-1])  # an empty segment
+    width = max(sizes)
+    padded = torch.zeros(len(sizes), width, dtype=torch.float64)
+    valid = torch.zeros(len(sizes), width, dtype=torch.bool)
+    for i, v in enumerate(vals):
+        padded[i, :len(v)] = torch.tensor(v)
+        valid[i, :len(v)] = True
+    got = _masked_median(padded, valid, torch.tensor(sizes))
+    np.testing.assert_allclose(got.numpy(), [np.median(v) for v in vals], rtol=0, atol=1e-15)
 
 
 @pytest.mark.parametrize("arm", [{"gate": "global", "target": "successor-node"},
