@@ -120,10 +120,8 @@ def kernel_stats(bucket: torch.Tensor, traj: torch.Tensor, step: torch.Tensor,
     ``bucket``, ``traj``, ``step``: ``(N,)`` int64; ``tgt``: ``(N,)`` float64;
     ``rows_mask``: ``(N,)`` bool, whole eligible buckets. Rows are sorted by (bucket,
     trajectory, turn); buckets are handled in batches of equal padded size
-    (:func:`_bucket_slices`): one batched Gram product, distances, per-bucket medians,
-    weights and per-trajectory sums per batch, so pairwise work never leaves a bucket and
-    no ``N x N`` matrix is formed. Squared distances below ``NEAR_D2`` are recomputed
-    directly in float64.
+    (:func:`_bucket_slices`, :func:`_batch_stats`), so pairwise work never leaves a bucket
+    and no ``N x N`` matrix is formed.
     """
     n = tgt.numel()
     dev = tgt.device
@@ -139,55 +137,63 @@ def kernel_stats(bucket: torch.Tensor, traj: torch.Tensor, step: torch.Tensor,
     sizes = group_count(pos_bucket, nb)
     starts = torch.cumsum(sizes, 0) - sizes
     local_traj = run - run[starts][pos_bucket]  # trajectory index inside the bucket
-    width = max(tau, 1e-6)
     for s, ids in _bucket_slices(sizes):
         ar = torch.arange(s, device=dev)
         valid = ar[None, :] < sizes[ids][:, None]  # (B, S)
         idx = torch.where(valid, starts[ids][:, None] + ar[None, :], starts[ids][:, None])
         r = rows[idx]  # (B, S) batch rows (padding repeats the bucket's first row)
-        if ids.numel() == 1:
-            x = feats.block(r[0])[None]  # a contiguous view when stored in this order
-        else:
-            x = feats.rows(r.flatten()).view(ids.numel(), s, -1)
-        gram = torch.bmm(x, x.transpose(1, 2)).to(torch.float64)
-        sq = torch.diagonal(gram, dim1=1, dim2=2)
-        d2 = (sq[:, :, None] + sq[:, None, :] - 2.0 * gram).clamp_min_(0.0)
-        pair = valid[:, :, None] & valid[:, None, :] & ~torch.eye(s, dtype=torch.bool,
-                                                                 device=dev)[None]
-        d2.masked_fill_(~pair, 0.0)
-        near = torch.nonzero(pair & (d2 < NEAR_D2))
-        if near.numel():
-            ra, rb = r[near[:, 0], near[:, 1]], r[near[:, 0], near[:, 2]]
-            d2[near[:, 0], near[:, 1], near[:, 2]] = feats.exact_sq_dist(ra, rb)
-        dist = d2.sqrt_()
-        iu = torch.triu_indices(s, s, 1, device=dev)
-        m = sizes[ids]
-        if ids.numel() == 1:  # no padding: selection instead of a sort
-            vals = dist[0, iu[0], iu[1]]
-            k = vals.numel()
-            lo = torch.kthvalue(vals, (k - 1) // 2 + 1).values
-            hi = lo if k % 2 else torch.kthvalue(vals, k // 2 + 1).values
-            med = ((lo + hi) / 2)[None]
-        else:
-            med = _masked_median(dist[:, iu[0], iu[1]], pair[:, iu[0], iu[1]],
-                                 m * (m - 1) // 2)
-        scale = torch.where(med > 1e-9, med, torch.ones_like(med)) * width
-        lt = local_traj[idx]  # (B, S)
-        peer = pair & (lt[:, :, None] != lt[:, None, :])
-        w = torch.exp(-dist / scale[:, None, None]) * peer
-        k = int(lt.max()) + 1  # trajectories of the slice's largest bucket
-        onehot = torch.zeros((ids.numel(), s, k), dtype=torch.float64, device=dev)
-        onehot.scatter_(2, lt[:, :, None], valid[:, :, None].to(torch.float64))
-        alpha = torch.bmm(w, onehot)  # (B, S, K) weight of each peer trajectory
-        t = tgt[r]
-        wt = torch.bmm(w, onehot * t[:, :, None])
-        g = wt / alpha.clamp_min(1e-12)
-        a_sum = alpha.sum(2)
-        loo = (alpha * g).sum(2) / a_sum.clamp_min(1e-12)
-        eff = a_sum.square() / alpha.square().sum(2).clamp_min(1e-12)
+        loo, eff = _batch_stats(r, valid, local_traj[idx], tgt[r], feats, max(tau, 1e-6))
         b_loo[r[valid]] = loo[valid]
         n_eff[r[valid]] = eff[valid]
     return b_loo, n_eff
+
+
+def _batch_stats(r: torch.Tensor, valid: torch.Tensor, lt: torch.Tensor, t: torch.Tensor,
+                 feats: Features, width: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(b_loo, n_eff)`` ``(B, S)`` of a batch of ``B`` buckets padded to ``S`` rows.
+
+    ``r``: ``(B, S)`` batch rows; ``valid``: ``(B, S)`` real (not padding) rows; ``lt``:
+    ``(B, S)`` trajectory index inside the bucket; ``t``: ``(B, S)`` float64 targets.
+    One batched Gram product, distances (squared distances below ``NEAR_D2`` recomputed
+    directly in float64), the per-bucket median, weights and per-trajectory sums.
+    """
+    b, s = r.shape
+    dev = r.device
+    # one bucket: a contiguous view of the stored rows (no copy) when stored in this order
+    x = feats.block(r[0])[None] if b == 1 else feats.rows(r.flatten()).view(b, s, -1)
+    gram = torch.bmm(x, x.transpose(1, 2)).to(torch.float64)
+    sq = torch.diagonal(gram, dim1=1, dim2=2)
+    d2 = (sq[:, :, None] + sq[:, None, :] - 2.0 * gram).clamp_min_(0.0)
+    pair = valid[:, :, None] & valid[:, None, :] & ~torch.eye(s, dtype=torch.bool,
+                                                             device=dev)[None]
+    d2.masked_fill_(~pair, 0.0)
+    near = torch.nonzero(pair & (d2 < NEAR_D2))
+    if near.numel():
+        ra, rb = r[near[:, 0], near[:, 1]], r[near[:, 0], near[:, 2]]
+        d2[near[:, 0], near[:, 1], near[:, 2]] = feats.exact_sq_dist(ra, rb)
+    dist = d2.sqrt_()
+    iu = torch.triu_indices(s, s, 1, device=dev)
+    if b == 1:  # no padding: selection instead of a sort
+        vals = dist[0, iu[0], iu[1]]
+        k = vals.numel()
+        lo = torch.kthvalue(vals, (k - 1) // 2 + 1).values
+        hi = lo if k % 2 else torch.kthvalue(vals, k // 2 + 1).values
+        med = ((lo + hi) / 2)[None]
+    else:
+        m = valid.sum(1)
+        med = _masked_median(dist[:, iu[0], iu[1]], pair[:, iu[0], iu[1]], m * (m - 1) // 2)
+    scale = torch.where(med > 1e-9, med, torch.ones_like(med)) * width
+    peer = pair & (lt[:, :, None] != lt[:, None, :])
+    w = torch.exp(-dist / scale[:, None, None]) * peer
+    k = int(lt.max()) + 1  # trajectories of the batch's largest bucket
+    onehot = torch.zeros((b, s, k), dtype=torch.float64, device=dev)
+    onehot.scatter_(2, lt[:, :, None], valid[:, :, None].to(torch.float64))
+    alpha = torch.bmm(w, onehot)  # (B, S, K) weight of each peer trajectory
+    g = torch.bmm(w, onehot * t[:, :, None]) / alpha.clamp_min(1e-12)
+    a_sum = alpha.sum(2)
+    loo = (alpha * g).sum(2) / a_sum.clamp_min(1e-12)
+    eff = a_sum.square() / alpha.square().sum(2).clamp_min(1e-12)
+    return loo, eff
 
 
 def credit_pass(

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import functools
 import inspect
 import math
 import textwrap
@@ -129,13 +128,18 @@ def _attribute_docs(cls: type) -> dict[str, str]:
     return out
 
 
-@functools.cache
+_DOCS: dict[type, dict[str, str]] = {}
+_SPECS: dict[type, tuple[Param, ...]] = {}
+
+
 def _field_docs(cls: type) -> dict[str, str]:
-    docs: dict[str, str] = {}
-    for klass in reversed(cls.__mro__):
-        if dataclasses.is_dataclass(klass):
-            docs.update(_attribute_docs(klass))
-    return docs
+    if cls not in _DOCS:
+        docs: dict[str, str] = {}
+        for klass in reversed(cls.__mro__):
+            if dataclasses.is_dataclass(klass):
+                docs.update(_attribute_docs(klass))
+        _DOCS[cls] = docs
+    return _DOCS[cls]
 
 
 @dataclass(frozen=True)
@@ -207,8 +211,9 @@ class EstimatorParams:
         return []
 
 
-@functools.cache
 def _specs(cls: type[EstimatorParams]) -> tuple[Param, ...]:
+    if cls in _SPECS:
+        return _SPECS[cls]
     docs = _field_docs(cls)
     out = []
     for f in dataclasses.fields(cls):
@@ -220,7 +225,8 @@ def _specs(cls: type[EstimatorParams]) -> tuple[Param, ...]:
         out.append(Param(f.name, kind, f.default, docs.get(f.name, ""), m.get("choices"),
                          m.get("low"), m.get("high"), bool(m.get("low_open", False)),
                          m.get("protocol")))
-    return tuple(out)
+    _SPECS[cls] = tuple(out)
+    return _SPECS[cls]
 
 
 # ----------------------------------------------------------------------- the shipped ones
