@@ -77,11 +77,23 @@ class Sweep:
 
 
 def make_run(sweep: SweepConfig, arm: ArmConfig, seed: int) -> RunConfig:
-    """The resolved run of ``arm`` at ``seed`` (arm ``training`` overrides the protocol)."""
+    """The resolved run of ``arm`` at ``seed`` (arm ``training`` overrides the protocol).
+
+    Estimator parameters bound to a protocol key (``invalid_penalty`` <-
+    ``invalid_action_penalty``) take the run's protocol value: one source of truth for
+    the estimator and the trainer command.
+    """
+    from ccpo_lab.estimators.spec import protocol_bound
+
     protocol = sweep.protocol
     if arm.training:
         protocol = dataclasses.replace(protocol, **arm.training)
-    return RunConfig(sweep=sweep.name, arm=arm.name, seed=seed, estimator=arm.estimator,
+    bound = protocol_bound(arm.estimator.name)
+    estimator = arm.estimator
+    if bound:
+        params = {**estimator.params, **{k: getattr(protocol, key) for k, key in bound.items()}}
+        estimator = dataclasses.replace(estimator, params=params)
+    return RunConfig(sweep=sweep.name, arm=arm.name, seed=seed, estimator=estimator,
                      protocol=protocol, backend=sweep.backend)
 
 

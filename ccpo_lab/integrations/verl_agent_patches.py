@@ -91,24 +91,44 @@ def _estimator(name: str, params: dict[str, Any]) -> Any:
     return STATE.estimators[key]
 
 
-def _penalty(config: Any) -> float:
+def trainer_penalty(config: Any) -> float:
+    """The invalid-action penalty verl-agent applies: ``actor.invalid_action_penalty_coef``
+    when ``actor.use_invalid_action_penalty`` (verl-agent's default: on), else 0."""
     actor = config.actor_rollout_ref.actor
     if not actor.get("use_invalid_action_penalty", True):
         return 0.0
     return float(actor.get("invalid_action_penalty_coef", 0.0))
 
 
+def estimator_params(params: dict[str, Any], config: Any) -> dict[str, Any]:
+    """``params`` with ``invalid_penalty`` = the trainer's penalty, which both come from
+    the protocol; a different explicit value is refused (one source of truth)."""
+    from ccpo_lab.estimators.errors import ParamError
+
+    pen = trainer_penalty(config)
+    if "invalid_penalty" in params and float(params["invalid_penalty"]) != pen:
+        raise ParamError("differs from the trainer's invalid-action penalty",
+                         key="algorithm.ccpo_lab.params.invalid_penalty",
+                         value=params["invalid_penalty"], valid=[pen],
+                         detail="both come from the protocol's invalid_action_penalty")
+    return {**params, "invalid_penalty": pen}
+
+
 def ccpo_lab_advantage(data: Any, name: str, params: dict[str, Any], config: Any) -> Any:
     """Fill ``advantages`` / ``returns`` of a verl-agent batch with ccpo-lab's estimator.
 
-    Rows verl-agent copied to pad the batch (same ``traj_uid`` and turn) are computed once
-    and share the result. The features are popped after use (not shipped to the actor).
+    The estimator gets the raw per-turn rewards (``non_tensor_batch["rewards"]``) and the
+    validity flags and applies the trainer's invalid-action penalty itself; nothing is
+    subtracted before. Rows verl-agent copied to pad the batch (same ``traj_uid`` and turn)
+    are computed once and share the result (verl-agent's own estimators count the copies
+    in their group statistics). The features are popped after use (not shipped to the
+    actor).
     """
     import torch
 
     from ccpo_lab.integrations.verl import DataProtoKeys, compute_token_advantages
 
-    est = _estimator(name, params)
+    est = _estimator(name, estimator_params(params, config))
     nt = data.non_tensor_batch
     if STEP_KEY not in nt:
         raise KeyError(f"rollout rows lack {STEP_KEY!r}: the rollout-loop hook did not run")
@@ -117,8 +137,7 @@ def ccpo_lab_advantage(data: Any, name: str, params: dict[str, Any], config: Any
     inverse = np.array([codes.setdefault(k, len(codes)) for k in keys], dtype=np.int64)
     unique_rows = _first_rows(inverse)
     sub = data.select_idxs(unique_rows) if len(unique_rows) < len(data) else data
-    dp_keys = DataProtoKeys(step=STEP_KEY, reward="rewards", phi=(PHI_KEY,),
-                            invalid_penalty=_penalty(config))
+    dp_keys = DataProtoKeys(step=STEP_KEY, reward="rewards", phi=(PHI_KEY,))
     adv_sub, out = compute_token_advantages(sub, est, keys=dp_keys)
     adv = adv_sub[torch.as_tensor(inverse, device=adv_sub.device)]
     data.batch["advantages"] = adv

@@ -23,7 +23,8 @@ def test_shipped_arms_resolve(repo: Path) -> None:
     assert (p["gate"], p["target"], p["rho"], p["backoff_task"], p["jweight_c"]) == (
         "hard", "return", 0.0, True, 1.0)
     assert (p["shrink"], p["tau"], p["whiten_k"], p["phi"], p["edge_w"], p["step_norm"]) == (
-        "eb", 0.15, 3, "hidden+ctx", 1.0, "task")
+        "eb", 0.15, 3, "hidden+ctx", 1.0, "mode")
+    assert (p["backoff_rho"], p["invalid_penalty"]) == (0.5, 0.1)  # the reference's values
     glob = load_arm("ccpo-global-successor", repo / "arms").estimator.params
     assert (glob["gate"], glob["target"], glob["rho"], glob["backoff_task"]) == (
         "global", "successor-node", 0.0, False)
@@ -43,7 +44,7 @@ def test_child_with_other_estimator_drops_parent_params(workdir: Path) -> None:
     arm = load_arm("child", workdir / "arms")
     assert arm.estimator.name == "gigpo"
     assert arm.estimator.params == {"gamma": 0.95, "mode": "mean_std_norm", "epsilon": 1e-6,
-                                    "step_advantage_w": 0.5}
+                                    "invalid_penalty": 0.1, "step_advantage_w": 0.5}
 
 
 def test_training_overrides_apply_to_protocol(workdir: Path) -> None:

@@ -28,6 +28,7 @@ from typing import Any
 
 from ccpo_lab.backends.verl.checkout import CheckoutInfo, inspect_checkout
 from ccpo_lab.config.schema import RunConfig
+from ccpo_lab.estimators.spec import typed_params
 from ccpo_lab.integrations.verl_agent_env import ENV_CAPTURE_PHI, ENV_METRICS, ENV_RUN_DIR
 from ccpo_lab.placement import Placement
 
@@ -35,10 +36,6 @@ ENTRY_MODULE = "ccpo_lab.integrations.verl_agent"
 """The entry point that runs verl-agent's ``verl.trainer.main_ppo`` with the hooks."""
 SETUP_HOOK = "ccpo_lab.integrations.verl_agent_hooks.setup"
 """Ray ``worker_process_setup_hook``: installs the hooks in every Ray worker process."""
-
-
-ESTIMATORS_WITH_FEATURES = ("ccpo",)
-"""Estimators that read the reference policy's features."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +124,7 @@ def build_command(run: RunConfig, run_dir: Path, *, resume: bool = False,
     """
     s = run.backend.verl
     p = run.protocol
-    params = run.estimator.params
+    algorithm = typed_params(run.estimator.name, run.estimator.params).verl_algorithm()
     info = checkout if checkout is not None else inspect_checkout(s.verl_agent_path)
     rd = Path(run_dir)
     train_file, val_file = data_files(rd)
@@ -183,9 +180,9 @@ def build_command(run: RunConfig, run_dir: Path, *, resume: bool = False,
         f"actor_rollout_ref.actor.use_invalid_action_penalty={_plain(penalty > 0)}",
         f"actor_rollout_ref.actor.invalid_action_penalty_coef={penalty!r}",
         "algorithm.use_kl_in_reward=False",
-        f"algorithm.gamma={params.get('gamma', 0.95)!r}",
-        f"algorithm.gigpo.step_advantage_w={params.get('step_advantage_w', 1.0)!r}",
-        f"algorithm.gigpo.mode={params.get('mode', 'mean_std_norm')}",
+        f"algorithm.gamma={algorithm['gamma']!r}",
+        f"algorithm.gigpo.step_advantage_w={algorithm['gigpo.step_advantage_w']!r}",
+        f"algorithm.gigpo.mode={algorithm['gigpo.mode']}",
         "env.env_name=alfworld/AlfredTWEnv",
         f"env.seed={env_seed}",
         f"env.max_steps={p.max_steps}",
@@ -246,7 +243,7 @@ def _worker_env(run: RunConfig, rd: Path) -> dict[str, str]:
         ENV_METRICS: str(rd / "metrics.jsonl"),
         "TOKENIZERS_PARALLELISM": "false",
     }
-    if run.estimator.name in ESTIMATORS_WITH_FEATURES:
+    if typed_params(run.estimator.name, run.estimator.params).uses_features():
         env[ENV_CAPTURE_PHI] = "1"
     if s.vllm_attention_backend:
         env["VLLM_ATTENTION_BACKEND"] = s.vllm_attention_backend

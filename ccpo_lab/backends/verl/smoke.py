@@ -211,9 +211,7 @@ def _step_batch(rows: E.Rows, phi: torch.Tensor | None, device: str) -> Any:
 
     return StepBatch(task_uid=rows.task, traj_uid=rows.traj, step=rows.turn,
                      anchor_obs=rows.obs,
-                     reward=torch.tensor([x - (0.0 if v else 0.1) for x, v in
-                                          zip(rows.reward, rows.valid, strict=True)],
-                                         dtype=torch.float32, device=device),
+                     reward=torch.tensor(rows.reward, dtype=torch.float32, device=device),
                      valid=rows.valid, phi=None if phi is None else phi.to(device))
 
 
