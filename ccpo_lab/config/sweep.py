@@ -92,6 +92,18 @@ def _schema_keys(path: Sequence[str]) -> list[str] | None:
     return field_names(cls) if dataclasses.is_dataclass(cls) else None
 
 
+def _is_mapping_field(path: Sequence[str]) -> bool:
+    """Whether ``path`` is a free-form ``dict`` field of the schema (``backend.verl.env``)."""
+    import typing
+
+    if not path or _schema_keys(path[:-1]) is None or path[-1] not in _schema_keys(path[:-1]):
+        return False
+    cls: Any = SweepConfig
+    for part in path:
+        cls = typing.get_type_hints(cls)[part]
+    return typing.get_origin(cls) is dict
+
+
 def _rewrite_overrides(overrides: Sequence[str]) -> tuple[list[str], set[str]]:
     """Check override keys against the schema; ``launcher=X`` -> ``launcher.kind=X``.
 
@@ -122,6 +134,10 @@ def _rewrite_overrides(overrides: Sequence[str]) -> tuple[list[str], set[str]]:
             keys.add(f"{parts[0]}.kind")
             continue
         parent = _schema_keys(parts[:-1])
+        if parent is None and len(parts) > 1 and _is_mapping_field(parts[:-1]):
+            out.append("++" + text.lstrip("+"))     # an entry of a mapping: add or replace
+            keys.add(key)
+            continue
         if parent is None or parts[-1] not in parent:
             valid = parent if parent is not None else field_names(SweepConfig)
             raise UserError("unknown key in override", file=COMMAND_LINE, key=key,

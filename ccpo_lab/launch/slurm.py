@@ -46,6 +46,19 @@ class SlurmSubmission:
     """Run directories, in array-index order."""
 
 
+def job_python(sw: Sweep) -> str | None:
+    """The interpreter command the sweep's jobs run (shell-quoted), or None for this one.
+
+    A verl sweep's jobs run ``backend.verl.python`` (the trainer environment, where
+    ccpo-lab is installed the way ``ccpo_lab.integrations.trainer_env`` says), not whatever
+    interpreter submitted them.
+    """
+    import shlex
+
+    backend = sw.config.backend
+    return shlex.quote(backend.verl.python) if backend.kind == "verl" else None
+
+
 class SlurmLauncher:
     """Submit run directories as Slurm job arrays; everything is validated on construction."""
 
@@ -55,6 +68,7 @@ class SlurmLauncher:
         check_cluster(self.launcher)
         self.max_array = max_array_size()
         self.folder = Path(sweep_dir).resolve() / JOBS_DIR / "%j"
+        self.python = job_python(sw)
 
     def submit(self, targets: Sequence[RunDir]) -> list[SlurmSubmission]:
         """Submit ``targets`` (one array per ``MaxArraySize`` chunk); record ``job.json``."""
@@ -63,7 +77,8 @@ class SlurmLauncher:
 
         from ccpo_lab.launch.submit import parallel
 
-        ex = SlurmExecutor(folder=self.folder, max_num_timeout=self.launcher.max_num_timeout)
+        ex = SlurmExecutor(folder=self.folder, max_num_timeout=self.launcher.max_num_timeout,
+                           python=self.python)
         ex.update_parameters(**self.params)
         out: list[SlurmSubmission] = []
         for chunk in chunks(list(targets), self.max_array):
