@@ -12,7 +12,9 @@
 #     trainer environment built the documented way (README, "The trainer environment"):
 #     CPU torch through constraints.txt, verl-agent's own dependencies (its setup.py's
 #     install_requires, without the GPU-only vLLM / flash-attn / liger-kernel and the unused
-#     wandb / qwen-vl-utils), openai and ALFWorld (verl-agent's ALFWorld needs them), then
+#     wandb / qwen-vl-utils), openai, fastapi and uvicorn (from its requirements.txt: the
+#     trainer module imports them), cachetools (vLLM brings it on a GPU) and ALFWorld
+#     (its environment needs it), then
 #     `pip install --no-deps` of ccpo-lab plus what `ccpo_lab.integrations.trainer_env`
 #     lists, and its check. Rebuilt only when those inputs change.
 #  3. the patch check: `python -m ccpo_lab.integrations.verl_agent --verl-agent CHECKOUT
@@ -70,14 +72,18 @@ for node in ast.walk(tree):
                 print(r)
 EOF
 )
-EXTRA=("openai" "alfworld==0.4.2" "gymnasium" "torchvision" "pytest>=8" "hypothesis>=6")
+EXTRA=("openai" "fastapi" "uvicorn" "cachetools" "alfworld==0.4.2" "gymnasium" "pytest>=8" "hypothesis>=6")
+# torchvision is left out: PyPI's Linux wheels need torch's CUDA libraries (with the CPU
+# torch its import fails, and transformers' ProcessorMixin with it). verl-agent's ALFWorld
+# module imports torchvision.transforms only for AlfredThorEnv images; the tests put a
+# stand-in for that import on PYTHONPATH (tests/backends/verl/standins/).
 mapfile -t HOOK_REQS < <(PYTHONPATH="$REPO" "$PY" -m ccpo_lab.integrations.trainer_env --requirements)
 KEY="$(printf '%s\n' "$PINNED" "${VA_REQS[@]}" "${EXTRA[@]}" "${HOOK_REQS[@]}" \
         "$(sha256sum "$REPO/constraints.txt" | cut -c1-16)" | sha256sum | cut -c1-16)"
 STAMP="$VENV/.ccpo-lab-contract-$KEY"
 if [ ! -f "$STAMP" ]; then
   echo "== building the trainer environment $VENV"
-  rm -rf "$VENV"; "$PY" -m venv "$VENV"
+  [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
   PIP=("$VENV/bin/python" -m pip install -q -c "$REPO/constraints.txt")
   "${PIP[@]}" --upgrade pip wheel setuptools
   "${PIP[@]}" torch                                   # the CPU build the constraint pins
@@ -85,6 +91,8 @@ if [ ! -f "$STAMP" ]; then
   # ccpo-lab the supported way: no dependencies of its own, then what its job side needs
   "${PIP[@]}" --no-deps -e "$REPO"
   "${PIP[@]}" --no-deps "${HOOK_REQS[@]}"
+  "$VENV/bin/python" -m pip uninstall -q -y torchvision 2>/dev/null || true
+  rm -f "$VENV"/.ccpo-lab-contract-*
   touch "$STAMP"
 else
   echo "== trainer environment $VENV is up to date"
@@ -94,7 +102,8 @@ fi
 
 # ---------------------------------------------------------------- 3. the patch check
 echo "== patch check"
-"$VENV/bin/python" -m ccpo_lab.integrations.verl_agent --verl-agent "$CHECKOUT" --check
+PYTHONPATH="$REPO/tests/backends/verl/standins" \
+  "$VENV/bin/python" -m ccpo_lab.integrations.verl_agent --verl-agent "$CHECKOUT" --check
 
 # ---------------------------------------------------------------- 4. the contract tests
 echo "== pytest -m verl_agent"
