@@ -109,5 +109,11 @@ PYTHONPATH="$REPO/tests/backends/verl/standins" \
 echo "== pytest -m verl_agent"
 cd "$REPO"
 export CCPO_LAB_VERL_AGENT="$CHECKOUT" RAY_AUTH_MODE=disabled
-exec "$VENV/bin/python" -m pytest -q -m verl_agent -p no:cacheprovider tests/backends/verl \
-  "${PYTEST_ARGS[@]}"
+export CCPO_LAB_CONTRACT_OUT="${CCPO_LAB_CONTRACT_OUT:-$(mktemp)}"
+: > "$CCPO_LAB_CONTRACT_OUT"
+status=0
+"$VENV/bin/python" -m pytest -q -m verl_agent -p no:cacheprovider \
+  tests/backends/verl/test_contract.py "${PYTEST_ARGS[@]}" || status=$?
+echo "== measured (largest |ccpo-lab hook - reference| per estimator)"
+cat "$CCPO_LAB_CONTRACT_OUT"
+exit $status
