@@ -47,6 +47,8 @@ class HookState:
     """Built estimators by name."""
     recorded_estimator: bool = False
     """Whether ``run.json["estimator_instantiated"]`` was written."""
+    best_pending: tuple[int, float] | None = None
+    """(step, value) of a new best evaluation whose checkpoint is about to be saved."""
 
 
 STATE = HookState()
@@ -198,9 +200,27 @@ def patch_ray_trainer(mod: ModuleType) -> None:
             lengths, STATE.val_lengths = STATE.val_lengths, None
         if isinstance(metrics, dict) and lengths:
             metrics["val/length/mean"] = float(np.mean(lengths))
+        if isinstance(metrics, dict) and os.environ.get(ENV_RUN_DIR):
+            _track_best(self, metrics)
         return metrics
 
     cls._validate = _validate
+
+    if hasattr(cls, "_save_checkpoint"):
+        orig_save = cls._save_checkpoint
+
+        @functools.wraps(orig_save)
+        def _save_checkpoint(self: Any, *args: Any, **kwargs: Any) -> Any:
+            out = orig_save(self, *args, **kwargs)
+            pending = STATE.best_pending
+            if pending is not None and pending[0] == int(self.global_steps):
+                from ccpo_lab.integrations.verl_agent_weights import keep_best
+
+                keep_best(_checkpoints(self), *pending)
+                STATE.best_pending = None
+            return out
+
+        cls._save_checkpoint = _save_checkpoint
 
     if hasattr(mod, "adjust_batch"):
         orig_adjust = mod.adjust_batch
@@ -217,6 +237,35 @@ def patch_ray_trainer(mod: ModuleType) -> None:
                 np.random.set_state(state)
 
         mod.adjust_batch = adjust_batch
+
+
+def _checkpoints(trainer: Any) -> Any:
+    from pathlib import Path
+
+    return Path(str(trainer.config.trainer.default_local_dir))
+
+
+def _track_best(trainer: Any, metrics: dict[str, Any]) -> None:
+    """A new best held-out value: keep this step's checkpoint (saving one if none is due)."""
+    from ccpo_lab.integrations import verl_agent_weights as W
+
+    value = metrics.get(W.METRIC)
+    if value is None:
+        return
+    step = int(getattr(trainer, "global_steps", 0))
+    ckpt = _checkpoints(trainer)
+    if not W.is_new_best(ckpt, float(value)):
+        return
+    if step <= 0:
+        W.write_best(ckpt, {"step": 0, "value": float(value), "metric": W.METRIC,
+                            "weights": "the base model (backend.verl.model_path)"})
+        return
+    STATE.best_pending = (step, float(value))
+    cfg = trainer.config.trainer
+    save_freq = int(cfg.get("save_freq", -1) or -1)
+    last = step >= int(getattr(trainer, "total_training_steps", step + 1))
+    if not (save_freq > 0 and (last or step % save_freq == 0)):
+        trainer._save_checkpoint()       # none due at this step: keep one now
 
 
 def _run_seed() -> int:

@@ -240,4 +240,45 @@ def train(run: RunConfig, rd: RunDir) -> dict[str, Any]:
     if out["steps"] < run.protocol.total_steps:
         raise RuntimeError(f"the trainer stopped at step {out['steps']} of "
                            f"{run.protocol.total_steps} without an error")
+    out["hf_model"] = export_hf_models(run, rd)
     return out
+
+
+def export_hf_models(run: RunConfig, rd: RunDir) -> dict[str, Any]:
+    """Merge the final and the best checkpoint into loadable Hugging Face weights.
+
+    Runs verl-agent's ``scripts/model_merger.py`` with ``backend.verl.python`` (CPU is
+    enough); a target that already holds a ``config.json`` is kept. Records
+    ``run.json["hf_model"]``; a failed merge is recorded there (and printed), not raised:
+    training itself completed.
+    """
+    from ccpo_lab.integrations.verl_agent_weights import HF_DIR, merge_commands, read_best
+
+    s = run.backend.verl
+    final = latest_checkpoint(rd.checkpoints)
+    cmds = merge_commands(s.python, Path(s.verl_agent_path), rd.checkpoints, rd.path, final)
+    best = read_best(rd.checkpoints)
+    record: dict[str, Any] = {}
+    for name, argv in cmds.items():
+        target = rd.path / HF_DIR / name
+        entry: dict[str, Any] = {"path": str(target), "source": argv[argv.index("--local_dir")
+                                                                     + 1]}
+        entry["step"] = final if name == "final" else (best or {}).get("step")
+        if name == "best":
+            entry["value"] = (best or {}).get("value")
+        if not (target / "config.json").is_file():
+            env = {**os.environ, **{k: str(v) for k, v in s.env.items()},
+                   "PYTHONPATH": str(s.verl_agent_path)}
+            r = subprocess.run(argv, cwd=str(s.verl_agent_path), env=env, text=True,
+                               capture_output=True, check=False)
+            if r.returncode != 0 or not (target / "config.json").is_file():
+                tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
+                entry["error"] = f"model_merger exited with {r.returncode}: {' | '.join(tail)}"
+                print(f"ccpo-lab: hf_model/{name} not written: {entry['error']}",
+                      file=sys.stderr)
+        record[name] = entry
+    if best is not None and int(best.get("step", 0)) == 0:
+        record["best"] = {"step": 0, "value": best.get("value"), "path": s.model_path,
+                          "note": "the best evaluation was the base model's"}
+    rd.update_run(hf_model=record)
+    return record
