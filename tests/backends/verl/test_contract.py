@@ -275,7 +275,8 @@ def test_shipped_sweeps_compose_with_the_checkouts_config(checkout: Path, sweep:
         assert cfg.env.seed == cmd.determinism["env_seed"]
         assert cfg.env.rollout.n == 8 and cfg.data.train_batch_size == 16
         assert cfg.actor_rollout_ref.rollout.get("seed") is None   # never a request seed
-        assert cfg.ray_init.runtime_env.env_vars.CCPO_LAB_SEED == str(run.seed)
+        env_vars = cfg.ray_init.runtime_env.env_vars
+        assert env_vars["CCPO_LAB_SEED"] == str(run.seed)
         assert cfg.ray_init.runtime_env.env_vars.RAY_num_server_call_thread == "1"
 
 
