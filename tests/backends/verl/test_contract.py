@@ -90,7 +90,7 @@ def games(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _sweep_run(arm: str, seed: int = 0, extra: tuple[str, ...] = ()) -> Any:
     from ccpo_lab.config.sweep import load_sweep
 
-    ov = [f"arms=[{arm}]", f"seeds=[{seed}]",
+    ov = [f"arms=[{arm}]", f"seeds=[{seed}]", "analysis.reference=null",
           f"protocol.train_batch_size={TASKS}", f"protocol.group_size={GROUP}",
           "protocol.val_batch_size=2", f"protocol.max_steps={MAX_TURNS}",
           "protocol.max_prompt_length=6144", f"protocol.max_response_length={RESPONSE_LEN}",
