@@ -63,8 +63,17 @@ def command_for(run: RunConfig, rd: RunDir) -> TrainerCommand:
 
 
 def describe(run: RunConfig, rd: RunDir) -> str:
-    """The exact trainer command line of ``run`` (for ``sweep --dry-run``)."""
-    return command_for(run, rd).render()
+    """How ``run`` is seeded, then its exact trainer command line (``sweep --dry-run``)."""
+    cmd = command_for(run, rd)
+    seeding = cmd.determinism["seeding"]
+    env = seeding["env_seed"]
+    head = (f"# seeding: env.seed={env['value']} (verl-agent streams {env['train_streams'][0]}"
+            f"-{env['train_streams'][1]}, {env['val_streams'][0]}-{env['val_streams'][1]}; "
+            "workers re-seeded per (seed, step)), vLLM engine seed "
+            f"{seeding['vllm_engine_seed']['value']}, one sampling seed per request, "
+            "rollout.seed unset; Ray limits "
+            + " ".join(f"{k}={v}" for k, v in cmd.determinism["ray_env"].items()))
+    return head + "\n  " + cmd.render()
 
 
 def _prepare(run: RunConfig, rd: RunDir) -> tuple[TrainerCommand, int | None]:

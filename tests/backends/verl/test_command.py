@@ -136,7 +136,9 @@ def test_paths_with_spaces_are_quoted_for_hydra(slurm_runs: list[RunConfig],
 def test_describe_is_the_rendered_command(slurm_runs: list[RunConfig], tmp_path: Path) -> None:
     run = slurm_runs[0]
     rd = run_dir(tmp_path, run)
-    line = describe(run, rd)
+    head, line = describe(run, rd).split("\n  ")
+    assert head.startswith("# seeding: env.seed=0 (verl-agent streams 0-15, 1000-1127; ")
+    assert "vLLM engine seed 0, one sampling seed per request, rollout.seed unset" in head
     assert line.startswith(f"cd {rd.path / 'logs'} && env ")
     assert " python3 -m ccpo_lab.integrations.verl_agent --verl-agent /opt/verl-agent -- " \
         in line
