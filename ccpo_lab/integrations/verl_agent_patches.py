@@ -242,7 +242,10 @@ def patch_ray_trainer(mod: ModuleType) -> None:
 def _checkpoints(trainer: Any) -> Any:
     from pathlib import Path
 
-    return Path(str(trainer.config.trainer.default_local_dir))
+    from omegaconf import OmegaConf
+
+    where = OmegaConf.select(trainer.config, "trainer.default_local_dir", default=None)
+    return None if where is None else Path(str(where))
 
 
 def _track_best(trainer: Any, metrics: dict[str, Any]) -> None:
@@ -250,10 +253,10 @@ def _track_best(trainer: Any, metrics: dict[str, Any]) -> None:
     from ccpo_lab.integrations import verl_agent_weights as W
 
     value = metrics.get(W.METRIC)
-    if value is None:
+    ckpt = _checkpoints(trainer)
+    if value is None or ckpt is None or not hasattr(trainer, "_save_checkpoint"):
         return
     step = int(getattr(trainer, "global_steps", 0))
-    ckpt = _checkpoints(trainer)
     if not W.is_new_best(ckpt, float(value)):
         return
     if step <= 0:

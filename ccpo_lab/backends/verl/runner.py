@@ -249,7 +249,7 @@ def train(run: RunConfig, rd: RunDir) -> dict[str, Any]:
     if out["steps"] < run.protocol.total_steps:
         raise RuntimeError(f"the trainer stopped at step {out['steps']} of "
                            f"{run.protocol.total_steps} without an error")
-    out["hf_model"] = export_hf_models(run, rd)
+    export_hf_models(run, rd)
     return out
 
 

@@ -323,8 +323,9 @@ def test_a_requeued_run_replays_the_step(step1: dict[str, Any],
     assert list(c.non_tensor_batch["anchor_obs"]) != list(a.non_tensor_batch["anchor_obs"])
 
 
-def _training_batch(step1: dict[str, Any], cfg: Any, gigpo: bool) -> Any:
-    """What ``fit`` does between the rollout and ``compute_advantage`` (pinned commit)."""
+def _training_batch(step1: dict[str, Any], cfg: Any, gigpo: bool, pad: bool = True) -> Any:
+    """What ``fit`` does between the rollout and ``compute_advantage`` (pinned commit);
+    ``pad=False`` leaves out ``adjust_batch``'s padding copies."""
     import torch
     from agent_system.reward_manager import EpisodeRewardManager
     from gigpo import core_gigpo
@@ -337,7 +338,8 @@ def _training_batch(step1: dict[str, Any], cfg: Any, gigpo: bool) -> Any:
     if gigpo:
         batch.batch["step_rewards"] = core_gigpo.compute_step_discounted_returns(
             batch=batch, gamma=cfg.algorithm.gamma)
-    batch = rt.adjust_batch(cfg, batch)
+    if pad:
+        batch = rt.adjust_batch(cfg, batch)
     batch.batch["response_mask"] = rt.compute_response_mask(batch)
     reward_tensor, _ = compute_reward(batch, EpisodeRewardManager(
         tokenizer=step1["tok"], num_examine=0, normalize_by_length=False))
@@ -367,7 +369,12 @@ def _advantage_kwargs(cfg: Any) -> dict[str, Any]:
 def test_hook_gives_verl_agents_own_advantages(arm: str, step1: dict[str, Any],
                                                run_env: dict[str, Any],
                                                checkout: Path, tmp_path: Path) -> None:
-    """ccpo-lab's grpo/gigpo through the hook == verl-agent's own, on the same batch."""
+    """ccpo-lab's grpo/gigpo through the hook == verl-agent's own, on the same batch.
+
+    The batch is the rollout before ``adjust_batch``: verl-agent's own estimators count the
+    padding copies in their group statistics, ccpo-lab's hook computes a copied row once
+    (``test_padding_copies_are_the_only_other_difference``).
+    """
     from verl.trainer.ppo import ray_trainer as rt
 
     from ccpo_lab.backends.verl.command import build_command
@@ -375,8 +382,7 @@ def test_hook_gives_verl_agents_own_advantages(arm: str, step1: dict[str, Any],
 
     run = _sweep_run(arm, seed=1)
     cfg = _compose(checkout, list(build_command(run, tmp_path).overrides))
-    batch = _training_batch(step1, cfg, gigpo=arm == "gigpo")
-    assert len(batch) > len(step1["out"])                       # adjust_batch padded it
+    batch = _training_batch(step1, cfg, gigpo=arm == "gigpo", pad=False)
     kw = _advantage_kwargs(cfg)
     theirs = rt.compute_advantage.__wrapped__(copy.deepcopy(batch),
                                               adv_estimator=cfg.algorithm.adv_estimator, **kw)
@@ -386,6 +392,43 @@ def test_hook_gives_verl_agents_own_advantages(arm: str, step1: dict[str, Any],
     diff = (ours.batch["advantages"] - theirs.batch["advantages"]).abs().max().item()
     _record("max_abs_diff_" + arm, diff)
     assert diff <= 1e-5, f"{arm}: largest difference {diff:.3g}"
+
+
+@pytest.mark.parametrize("arm", ["grpo", "gigpo"])
+def test_padding_copies_are_the_only_other_difference(arm: str, step1: dict[str, Any],
+                                                      run_env: dict[str, Any],
+                                                      checkout: Path, tmp_path: Path) -> None:
+    """On the padded batch, rows of groups without a copy agree with verl-agent's own."""
+    from verl.trainer.ppo import ray_trainer as rt
+
+    from ccpo_lab.backends.verl.command import build_command
+    from ccpo_lab.integrations import verl_agent_patches as P
+
+    run = _sweep_run(arm, seed=1)
+    cfg = _compose(checkout, list(build_command(run, tmp_path).overrides))
+    batch = _training_batch(step1, cfg, gigpo=arm == "gigpo")
+    n = len(step1["out"])
+    assert len(batch) > n                                       # adjust_batch padded it
+    kw = _advantage_kwargs(cfg)
+    theirs = rt.compute_advantage.__wrapped__(copy.deepcopy(batch),
+                                              adv_estimator=cfg.algorithm.adv_estimator, **kw)
+    P.STATE.config = cfg
+    ours = rt.compute_advantage(copy.deepcopy(batch), adv_estimator=cfg.algorithm.adv_estimator,
+                                **kw)
+    uid = batch.non_tensor_batch["uid"]
+    padded_groups = set(uid[n:])
+    clean = torch_mask([u not in padded_groups for u in uid[:n]])
+    diff = (ours.batch["advantages"][:n] - theirs.batch["advantages"][:n]).abs()
+    _record(f"max_abs_diff_{arm}_padded_batch", diff.max().item())
+    _record(f"padded_groups_{arm}", float(len(padded_groups)))
+    if clean.any():
+        assert diff[clean].max().item() <= 1e-5
+
+
+def torch_mask(values: list[bool]) -> Any:
+    import torch
+
+    return torch.tensor(values, dtype=torch.bool)
 
 
 def test_ccpo_hook_equals_the_estimator(step1: dict[str, Any], run_env: dict[str, Any],
