@@ -94,8 +94,9 @@ def check_lines() -> tuple[list[str], int]:
             lines.append(f"ok    {n.dist} {_version(n.dist) or '(version unknown)'}")
         except Exception as e:  # noqa: BLE001 - reported per line
             failures += 1
-            lines.append(f"FAIL  {n.dist}: {type(e).__name__}: {e} "
-                         f"(pip install --no-deps '{n.dist}{n.spec}')")
+            fix = f"pip install --no-deps '{n.dist}{n.spec}'" if n.install else \
+                "verl-agent's environment brings it: is this the trainer's interpreter?"
+            lines.append(f"FAIL  {n.dist}: {type(e).__name__}: {e} ({fix})")
     for mod in JOB_MODULES:
         try:
             importlib.import_module(mod)
