@@ -444,9 +444,9 @@ def test_ccpo_hook_equals_the_estimator(step1: dict[str, Any], run_env: dict[str
     first = sorted({k: i for i, k in reversed(list(enumerate(keys)))}.values())
     valid = np.asarray(nt["is_action_valid"], dtype=bool)[first]
     reward = np.asarray(nt["rewards"], dtype=np.float64)[first]
-    if "invalid_penalty" not in run.estimator.params:
+    if "invalid_penalty" not in get_estimator("grpo").params:
         reward = reward - PENALTY * (~valid)    # before issue 11: penalised rewards in
-    # (after issue 11 the estimator takes raw rewards and its invalid_penalty parameter)
+    # (after issue 11 every estimator takes raw rewards and applies its invalid_penalty)
     sb = StepBatch(task_uid=nt["uid"][first], traj_uid=nt["traj_uid"][first],
                    step=nt["ccpo_lab_step"][first], anchor_obs=nt["anchor_obs"][first],
                    reward=reward, valid=valid, phi=batch.batch[PHI_KEY][first])
