@@ -178,10 +178,12 @@ def _serve_as_ray_worker(run: RunConfig, *, join: bool) -> None:
 
 
 def _ray_env(run: RunConfig) -> tuple[tuple[str, str], ...]:
-    """What Ray's processes (and so its workers) need: the checkout on ``PYTHONPATH``."""
+    """What Ray's processes (and so its workers) need: the checkout on ``PYTHONPATH``, the
+    thread limits of ``backend.verl.ray_env`` and ``backend.verl.env``."""
     s = run.backend.verl
+    env = {**s.ray_env_set(), **{str(k): str(v) for k, v in s.env.items()}}
     return (("PYTHONPATH", str(s.verl_agent_path)),
-            *((str(k), str(v)) for k, v in s.env.items() if k != "PYTHONPATH"))
+            *((k, v) for k, v in env.items() if k != "PYTHONPATH"))
 
 
 def _start_cluster(run: RunConfig) -> Any:
