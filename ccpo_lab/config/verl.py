@@ -10,6 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+RAY_LIMITS: dict[str, str] = {
+    "RAY_num_server_call_thread": "1",
+    "RAY_num_grpc_internal_threads": "1",
+    "RAY_num_prestart_python_workers": "4",
+    "OMP_NUM_THREADS": "1",
+}
+"""Default ``backend.verl.ray_env``: the settings the CCPO authors' launcher runs with."""
+
 
 @dataclass(frozen=True)
 class VerlBackendConfig:
@@ -48,6 +56,21 @@ class VerlBackendConfig:
     """Actor checkpoints kept in the run's ``checkpoints/`` (older ones are deleted)."""
     env: dict[str, str] = field(default_factory=dict, metadata={"identity": False})
     """Environment variables of the trainer process and its Ray workers (``ALFWORLD_DATA``,
-    ``HF_HOME``, ...)."""
+    ``HF_HOME``, ...); they override :attr:`ray_env` entries of the same name."""
+    ray_env: dict[str, str] = field(default_factory=lambda: dict(RAY_LIMITS),
+                                    metadata={"identity": False})
+    """Thread and process limits of Ray and the math libraries, set in the trainer, its Ray
+    processes and every Ray worker (default :data:`RAY_LIMITS`). One run starts 128 training
+    and 128 validation ALFWorld actors; without these the CCPO authors hit an 8,192-process
+    ceiling. A sweep's entries are merged over the defaults: override one with
+    ``backend.verl.ray_env.<NAME>=<value>``, leave one unset with an empty string."""
     ray_port: int = field(default=6379, metadata={"identity": False})
     """Port of the Ray head when a multi-node run starts its own cluster."""
+
+    def __post_init__(self) -> None:
+        merged = {**RAY_LIMITS, **{str(k): str(v) for k, v in self.ray_env.items()}}
+        object.__setattr__(self, "ray_env", merged)
+
+    def ray_env_set(self) -> dict[str, str]:
+        """The :attr:`ray_env` entries that are exported (the non-empty ones)."""
+        return {k: v for k, v in self.ray_env.items() if v != ""}
