@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -67,7 +66,7 @@ def ccpo_lab_section(config: Any) -> dict[str, Any] | None:
     if node is None:
         return None
     out = OmegaConf.to_container(node, resolve=True)
-    return out if isinstance(out, dict) else None
+    return {str(k): v for k, v in out.items()} if isinstance(out, dict) else None
 
 
 def routed(adv_estimator: Any, config: Any) -> tuple[str, dict[str, Any]] | None:
@@ -154,7 +153,7 @@ def _record_estimator(est: Any) -> None:
 
 
 # ----------------------------------------------------------------------- ray_trainer
-def patch_ray_trainer(mod: ModuleType) -> None:
+def patch_ray_trainer(mod: Any) -> None:
     """Route ``compute_advantage``; let ``RayPPOTrainer`` accept ``ccpo``; ``val/length``,
     the best evaluation's checkpoint, seeded batch padding."""
     _patch_estimator_route(mod)
@@ -317,7 +316,7 @@ def dump_step1(batch: Any, tokenizer: Any, group_size: int, run_dir: str) -> str
     return record_step1(run_dir, episodes)
 
 
-def patch_rollout_loop(mod: ModuleType) -> None:
+def patch_rollout_loop(mod: Any) -> None:
     """Turn index on every row; step-1 rollouts; evaluation episode lengths."""
     cls = mod.TrajectoryCollector
     orig = cls.multi_turn_loop
@@ -396,7 +395,7 @@ def _workers(envs: Any) -> tuple[list[Any], int] | None:
     """(worker handles, group size) of verl-agent's ALFWorld environments, else None."""
     inner = getattr(envs, "envs", None)
     workers = getattr(inner, "workers", None)
-    if not workers or not hasattr(inner, "group_n"):
+    if not workers or inner is None or not hasattr(inner, "group_n"):
         return None
     return list(workers), int(inner.group_n)
 
@@ -427,7 +426,7 @@ def _ray_get(refs: list[Any]) -> list[Any]:
     return refs
 
 
-def patch_alfworld_envs(mod: ModuleType) -> None:
+def patch_alfworld_envs(mod: Any) -> None:
     """``AlfworldWorker.ccpo_lab_seed(key)``: re-seed the worker's game stream."""
     cls = mod.AlfworldWorker
 
@@ -438,7 +437,7 @@ def patch_alfworld_envs(mod: ModuleType) -> None:
 
 
 # ----------------------------------------------------------------------- vLLM rollout
-def patch_vllm_rollout(mod: ModuleType) -> None:
+def patch_vllm_rollout(mod: Any) -> None:
     """vLLM's engine seed = the run's; each request its own ``SamplingParams.seed``.
 
     ``LLM(seed=...)`` gets :data:`~ccpo_lab.integrations.verl_agent_seeds.ENV_VLLM_SEED`;
@@ -485,7 +484,7 @@ def patch_vllm_rollout(mod: ModuleType) -> None:
 
 
 # ----------------------------------------------------------------------- tracking
-def patch_tracking(mod: ModuleType) -> None:
+def patch_tracking(mod: Any) -> None:
     """``file`` backend = :class:`RunFileLogger`; pending diagnostics join each log."""
     cls = mod.Tracking
     orig_init = cls.__init__
@@ -518,7 +517,7 @@ def _capture_enabled() -> bool:
     return os.environ.get(ENV_CAPTURE_PHI, "") == "1"
 
 
-def patch_dp_actor(mod: ModuleType) -> None:
+def patch_dp_actor(mod: Any) -> None:
     """During a reference pass, keep the final norm's output of every micro-batch."""
     from ccpo_lab.integrations.verl_agent_phi import last_prompt_hidden
 
@@ -542,7 +541,7 @@ def patch_dp_actor(mod: ModuleType) -> None:
     cls._forward_micro_batch = _forward_micro_batch
 
 
-def patch_fsdp_workers(mod: ModuleType) -> None:
+def patch_fsdp_workers(mod: Any) -> None:
     """``compute_ref_log_prob`` also returns ``ccpo_lab_phi`` ``(bs, hidden)``."""
     cls = mod.ActorRolloutRefWorker
     orig = cls.compute_ref_log_prob
@@ -565,7 +564,7 @@ def patch_fsdp_workers(mod: ModuleType) -> None:
 
 
 # ----------------------------------------------------------------------- core_algos
-def patch_core_algos(mod: ModuleType) -> None:
+def patch_core_algos(mod: Any) -> None:
     """Register ccpo-lab's estimators where verl has a registry (upstream verl).
 
     verl-agent's ``core_algos`` predates ``register_adv_est``; it gets a dict-backed one so

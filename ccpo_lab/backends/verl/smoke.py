@@ -56,7 +56,7 @@ from ccpo_lab.backends.verl import smoke_env as E
 from ccpo_lab.integrations.verl_agent_env import ENV_CAPTURE_PHI, ENV_RUN_DIR
 
 CCPO_PARAMS = {"gate": "hard", "target": "return", "backoff_task": True, "jweight_c": 1.0}
-ARMS = (("grpo", {}), ("ccpo", CCPO_PARAMS))
+ARMS: tuple[tuple[str, dict[str, Any]], ...] = (("grpo", {}), ("ccpo", CCPO_PARAMS))
 
 
 @dataclass
@@ -132,8 +132,8 @@ def _fake_worker_modules() -> tuple[Any, Any]:
     """verl-agent's reference worker and actor, reduced to what the patches touch."""
     from ccpo_lab.integrations import verl_agent_patches as P
 
-    dp = types.ModuleType("smoke_dp_actor")
-    fw = types.ModuleType("smoke_fsdp_workers")
+    dp: Any = types.ModuleType("smoke_dp_actor")
+    fw: Any = types.ModuleType("smoke_fsdp_workers")
 
     class DataParallelPPOActor:
         use_remove_padding = False
@@ -372,7 +372,7 @@ def check_vllm_seeds(ctx: Ctx) -> str:
     from ccpo_lab.integrations import verl_agent_seeds as S
 
     group = 8
-    mod = types.ModuleType("vllm_rollout_spmd")
+    mod: Any = types.ModuleType("vllm_rollout_spmd")
 
     class vLLMRollout:  # noqa: N801 - the pinned commit's generate call, reduced
         def __init__(self) -> None:
