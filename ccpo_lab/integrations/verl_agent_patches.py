@@ -16,7 +16,12 @@ from typing import Any
 import numpy as np
 
 from ccpo_lab.integrations import verl_agent_seeds as seeds
-from ccpo_lab.integrations.verl_agent_env import ENV_CAPTURE_PHI, ENV_RUN_DIR
+from ccpo_lab.integrations.verl_agent_env import (
+    ENV_CAPTURE_PHI,
+    ENV_RUN_DIR,
+    ENV_RUN_SEED,
+    ENV_VLLM_SEED,
+)
 from ccpo_lab.integrations.verl_agent_io import (
     RunFileLogger,
     record_step1,
@@ -286,7 +291,7 @@ def _track_best(trainer: Any, metrics: dict[str, Any]) -> None:
 
 
 def _run_seed() -> int:
-    return int(os.environ.get(seeds.ENV_RUN_SEED, "0") or 0)
+    return int(os.environ.get(ENV_RUN_SEED, "0") or 0)
 
 
 # ----------------------------------------------------------------------- rollout loop
@@ -440,14 +445,14 @@ def patch_alfworld_envs(mod: Any) -> None:
 def patch_vllm_rollout(mod: Any) -> None:
     """vLLM's engine seed = the run's; each request its own ``SamplingParams.seed``.
 
-    ``LLM(seed=...)`` gets :data:`~ccpo_lab.integrations.verl_agent_seeds.ENV_VLLM_SEED`;
+    ``LLM(seed=...)`` gets :data:`~ccpo_lab.integrations.verl_agent_env.ENV_VLLM_SEED`;
     ``vLLMRollout.generate_sequences`` pops the per-row seeds the driver added
     (:class:`SeedingWorkerGroup`) and passes one ``SamplingParams`` per request.
     """
     orig_llm = mod.LLM
 
     def LLM(*args: Any, **kwargs: Any) -> Any:  # noqa: N802 - vLLM's name
-        value = os.environ.get(seeds.ENV_VLLM_SEED)
+        value = os.environ.get(ENV_VLLM_SEED)
         if value is not None:
             kwargs["seed"] = int(value)
         return orig_llm(*args, **kwargs)

@@ -27,6 +27,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from ccpo_lab.integrations.verl_agent_env import ENV_VLLM_SEED
+
 ENV_SEED_STRIDE = 10_000
 """Distance between the ``env.seed`` of consecutive run seeds."""
 VAL_OFFSET = 1000
@@ -34,10 +36,6 @@ VAL_OFFSET = 1000
 SEED_BITS = 31
 """Request and padding seeds are below ``2**31`` (every consumer accepts them)."""
 
-ENV_RUN_SEED = "CCPO_LAB_SEED"
-"""The run seed, as the hooks read it in every Ray worker."""
-ENV_VLLM_SEED = "CCPO_LAB_VLLM_SEED"
-"""vLLM's engine seed, set by the hook on ``LLM(...)`` in the rollout workers."""
 SEED_KEY = "ccpo_lab_request_seed"
 """``non_tensor_batch`` key carrying each request's seed to the rollout workers."""
 

@@ -34,7 +34,13 @@ from ccpo_lab.backends.verl.checkout import CheckoutInfo, inspect_checkout
 from ccpo_lab.config.schema import RunConfig
 from ccpo_lab.errors import UserError
 from ccpo_lab.integrations import verl_agent_seeds as seeds
-from ccpo_lab.integrations.verl_agent_env import ENV_CAPTURE_PHI, ENV_METRICS, ENV_RUN_DIR
+from ccpo_lab.integrations.verl_agent_env import (
+    ENV_CAPTURE_PHI,
+    ENV_METRICS,
+    ENV_RUN_DIR,
+    ENV_RUN_SEED,
+    ENV_VLLM_SEED,
+)
 from ccpo_lab.placement import Placement
 
 ENTRY_MODULE = "ccpo_lab.integrations.verl_agent"
@@ -254,8 +260,8 @@ def _worker_env(run: RunConfig, rd: Path) -> dict[str, str]:
     env: dict[str, str] = {
         ENV_RUN_DIR: str(rd),
         ENV_METRICS: str(rd / "metrics.jsonl"),
-        seeds.ENV_RUN_SEED: str(run.seed),
-        seeds.ENV_VLLM_SEED: str(seeds.vllm_engine_seed(run.seed)),
+        ENV_RUN_SEED: str(run.seed),
+        ENV_VLLM_SEED: str(seeds.vllm_engine_seed(run.seed)),
         "TOKENIZERS_PARALLELISM": "false",
         **s.ray_env_set(),
     }

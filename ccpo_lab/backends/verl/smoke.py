@@ -53,7 +53,7 @@ from typing import Any
 import torch
 
 from ccpo_lab.backends.verl import smoke_env as E
-from ccpo_lab.integrations.verl_agent_env import ENV_CAPTURE_PHI, ENV_RUN_DIR
+from ccpo_lab.integrations.verl_agent_env import ENV_CAPTURE_PHI, ENV_RUN_DIR, ENV_VLLM_SEED
 
 CCPO_PARAMS = {"gate": "hard", "target": "return", "backoff_task": True, "jweight_c": 1.0}
 ARMS: tuple[tuple[str, dict[str, Any]], ...] = (("grpo", {}), ("ccpo", CCPO_PARAMS))
@@ -387,7 +387,7 @@ def check_vllm_seeds(ctx: Ctx) -> str:
             return [tuple(o.outputs[0].token_ids) for o in outs]
 
     mod.LLM, mod.vLLMRollout = LLM, vLLMRollout
-    os.environ[S.ENV_VLLM_SEED] = "1"
+    os.environ[ENV_VLLM_SEED] = "1"
     P.patch_vllm_rollout(mod)
     seeds = S.request_seeds(1, "train", 1, 0, group)
 
