@@ -38,7 +38,9 @@ class VerlBackendConfig:
     rollout_name: str = "vllm"
     """Rollout engine."""
     python: str = field(default="python3", metadata={"identity": False})
-    """Interpreter on the cluster nodes (not in the run id)."""
+    """Interpreter of the trainer environment on the nodes: the trainer and its Ray workers
+    run it, and so do the runs' jobs under the ``slurm`` and ``local`` launchers (not in
+    the run id)."""
     extra_overrides: list[str] = field(default_factory=list)
     """Further Hydra overrides passed verbatim to the trainer (result-relevant)."""
     ppo_micro_batch_size_per_gpu: int = 32
@@ -50,8 +52,8 @@ class VerlBackendConfig:
     env_cpus_per_worker: float = field(default=0.1, metadata={"identity": False})
     """CPUs Ray reserves per ALFWorld environment worker (``env.resources_per_worker``)."""
     ray_num_cpus: int | None = field(default=None, metadata={"identity": False})
-    """``ray_init.num_cpus`` when the trainer starts Ray itself (null: the Slurm
-    ``cpus_per_task`` under Slurm, else Ray's own count)."""
+    """``ray_init.num_cpus`` when the trainer starts Ray itself (null: the CPUs the
+    launcher gives the task, e.g. Slurm's ``cpus_per_task``, else Ray's own count)."""
     max_ckpt_to_keep: int = field(default=1, metadata={"identity": False})
     """Actor checkpoints kept in the run's ``checkpoints/`` (older ones are deleted)."""
     env: dict[str, str] = field(default_factory=dict, metadata={"identity": False})

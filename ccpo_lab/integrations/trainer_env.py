@@ -14,7 +14,8 @@ estimators) needs only what :data:`NEEDS` lists; verl-agent's environment has al
 but submitit. ``--requirements`` prints the ones to add (one per line), ``--check`` imports
 every one of them and ccpo-lab's job-side modules in this interpreter and prints one line
 each (exit 0 when all import). ``ccpo-lab doctor`` runs the check with the sweep's
-``backend.verl.python``, the interpreter the Slurm jobs run.
+``backend.verl.python``, the interpreter the jobs run (the ``slurm`` and ``local``
+launchers start it: ``Needs.python``).
 """
 
 from __future__ import annotations
