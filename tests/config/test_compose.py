@@ -79,6 +79,29 @@ def test_overrides(repo: Path) -> None:
     assert cfg.analysis.window_start == 10
 
 
+def test_an_override_adds_or_replaces_an_entry_of_a_mapping(repo: Path) -> None:
+    """``backend.verl.env.X=v``, ``backend.verl.ray_env.X=v`` and, under the launcher the
+    overrides select, ``launcher.sbatch_extra.X=v``: entries of free-form mappings."""
+    sw = load_sweep(repo / "sweeps" / "alfworld-qwen7b-slurm.yaml",
+                    ["backend.verl.env.HF_HOME=/hf", "backend.verl.ray_env.OMP_NUM_THREADS=2",
+                     "launcher.sbatch_extra.exclusive=true"])
+    verl = sw.config.backend.verl
+    assert verl.env == {"HF_HOME": "/hf"} and verl.ray_env["OMP_NUM_THREADS"] == "2"
+    assert verl.ray_env["RAY_num_server_call_thread"] == "1"     # the other defaults stay
+    assert sw.config.launcher.sbatch_extra == {"exclusive": True}
+    demo = load_sweep(repo / "sweeps" / "demo.yaml",
+                      ["launcher=slurm", "launcher.sbatch_extra.exclusive=true"])
+    assert demo.config.launcher.sbatch_extra == {"exclusive": True}
+    with pytest.raises(UserError, match=r"launcher.sbatch_extra.exclusive: a setting of "
+                                        r"launcher slurm, not of local; valid: kind, "):
+        load_sweep(repo / "sweeps" / "demo.yaml", ["launcher.sbatch_extra.exclusive=true"])
+    with pytest.raises(UserError, match=r"launcher.sbatch_extra.nosuch: unknown sbatch"):
+        load_sweep(repo / "sweeps" / "alfworld-qwen7b-slurm.yaml",
+                   ["launcher.sbatch_extra.nosuch=1"])
+    with pytest.raises(UserError, match=r"backend.verl.envs.X: unknown key in override"):
+        load_sweep(repo / "sweeps" / "alfworld-qwen7b-slurm.yaml", ["backend.verl.envs.X=1"])
+
+
 def test_launcher_does_not_change_identity(repo: Path) -> None:
     a = load_sweep(repo / "sweeps" / "demo.yaml")
     b = load_sweep(repo / "sweeps" / "demo.yaml", ["launcher=slurm", "launcher.time_min=5"])
