@@ -149,9 +149,9 @@ class DesignLock:
     quotes.
     """
 
-    def __init__(self, sweep: SweepDir, wait_s: float = LOCK_WAIT_S) -> None:
+    def __init__(self, sweep: SweepDir, wait_s: float | None = None) -> None:
         self.sweep = sweep
-        self.wait_s = wait_s
+        self.wait_s = LOCK_WAIT_S if wait_s is None else wait_s
         self._fd: int | None = None
 
     def __enter__(self) -> DesignLock:

@@ -65,11 +65,13 @@ def start_record(sw: Sweep, design: AdaptiveDesign, sweep: SweepDir) -> DesignRe
     rows = diff(old, new)
     if rows:
         looks = len(held.state.looks)
+        how = ("relaunch with the same settings, or use another sweep name" if looks else
+               "relaunch with the same settings, or remove this file (no look was decided "
+               "yet) to start the new design")
         raise UserError(
             f"the sweep describes another adaptive design than the one under way ({looks} "
-            "looks decided); a design cannot change during a study: relaunch with the same "
-            "settings, or use another sweep name", file=sweep.adaptive_state,
-            detail=format_diff(rows, "under way", "requested"))
+            f"looks decided); a design cannot change during a study: {how}",
+            file=sweep.adaptive_state, detail=format_diff(rows, "under way", "requested"))
     return held
 
 
@@ -185,6 +187,8 @@ def launch_adaptive(sw: Sweep, results: str | Path, *, new_run: bool = False,
     sweep = SweepDir(sw.sweep_dir(results))
     with DesignLock(sweep):
         record = start_record(sw, design, sweep)
+        if not sweep.adaptive_state.is_file():  # the design is fixed from its first launch
+            write_record(sweep, record)
         while True:
             record, runs = _decide_ready(record, sw, results, new_run, console)
             code = _launch(sw, results, record, runs, new_run=new_run,

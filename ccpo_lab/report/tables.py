@@ -240,15 +240,20 @@ def comparisons_table(model: ReportModel) -> Table:
         notes.append(f"{ASSUMED_MARK} sd assumed: an arm with one seed has no sd across "
                      "seeds; the seeds-needed figure assumes it equals the within-run sd of "
                      "its evaluations (Welch)")
-    designed = [c.arm for c in model.comparisons if c.adaptive]
-    if designed:
-        notes.append(f"verdicts of {', '.join(designed)}: decided by the adaptive design "
-                     "(group-sequential boundaries, Holm across looks and comparisons; see "
-                     "its tables), not by a fixed-sample test of all seeds, so no p (Holm); "
-                     "their seeds needed are at the design's last-look level")
-    notes += _interim_note(model)
+    notes += _design_note(model) + _interim_note(model)
     title = f"{model.metric}{_unit(model)}: each arm against {ref}"
     return Table("comparisons", title, tuple(columns), tuple(rows), tuple(notes))
+
+
+def _design_note(model: ReportModel) -> list[str]:
+    """The note on comparisons whose verdicts come from the adaptive design."""
+    designed = [c.arm for c in model.comparisons if c.adaptive]
+    if not designed:
+        return []
+    return [f"verdicts of {', '.join(designed)}: decided by the adaptive design "
+            "(group-sequential boundaries, Holm across looks and comparisons; see its "
+            "tables), not by a fixed-sample test of all seeds, so no p (Holm); their seeds "
+            "needed are at the design's last-look level"]
 
 
 def _cell(mean: float | None, sd: float | None, pct: bool) -> str:
@@ -364,8 +369,9 @@ def adaptive_seeds_table(model: ReportModel) -> Table | None:
 
 
 def adaptive_looks_table(model: ReportModel) -> Table | None:
-    """Look | comparison | seeds | Δ | t (df) | p | α/r | α spent | nominal | |t| bound |
-    decision: every decision of the design, with the boundary in force."""
+    """Look | comparison | seeds | Δ | t (df) | p | α/r | nominal | |t| bound | decision:
+    every decision of the design, with the boundary in force (the alpha spent by each
+    look is in the CSV and JSON)."""
     a = model.adaptive
     if a is None:
         return None
@@ -376,19 +382,19 @@ def adaptive_looks_table(model: ReportModel) -> Table | None:
         bound = DASH if r.boundary_t is None else f"{r.boundary_t:.2f}"
         rows.append((str(r.look), f"{r.arm} vs {r.baseline}", f"{r.n_x}/{r.n_y}",
                      fmt(r.diff, pct, signed=True), t, fmt_p(r.p), _g(r.level),
-                     _g(r.alpha_spent), _g(r.nominal), bound, r.action))
+                     _g(r.nominal), bound, r.action))
         if r.action in ("futile", "unresolved") or r.p is None:
             why.append(f"look {r.look}, {r.arm} vs {r.baseline}: {r.action}: {r.reason}")
     columns = (Column("look"), Column("comparison", "l", wrap=True), Column("seeds"),
                Column("Δ"), Column("t (df)"), Column("p"), Column("α/r"),
-               Column("α spent"), Column("nominal"), Column("|t| bound"),
-               Column("decision", "l"))
+               Column("nominal"), Column("|t| bound"), Column("decision", "l"))
     notes = (f"Δ = arm − baseline{' (%)' if pct else ''} of {a.metric} over the seeds "
              f"with a value (seeds: arm/baseline); p: the look's t-test (paired by seed, "
              "else Welch), unadjusted; α/r: the comparison's Holm share of alpha with r "
-             "comparisons not yet rejected; α spent: of it, by this look; rejected (better "
-             "or worse) when p ≤ nominal, the boundary calibrated for t-tests at these "
-             f"seeds, i.e. |t| ≥ the bound; futile: even the one-sided "
+             "comparisons not yet rejected; nominal: the boundary of α/r at this look "
+             f"({a.spending} spending of α/r, calibrated for t-tests at these seeds): "
+             "rejected (better or worse) when p ≤ nominal, i.e. |t| ≥ the bound; "
+             "futile: even the one-sided "
              f"{a.futility_confidence:g} bound of Δ would need more than {a.max_seeds} "
              f"seeds per arm for power {a.power:g}", *why)
     return Table("adaptive_looks", f"adaptive design: decisions at each look ({a.metric}, "
