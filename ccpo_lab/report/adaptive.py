@@ -54,9 +54,10 @@ def adaptive_section(sweep_dir: str | Path) -> AdaptiveSection | None:
             nominal=d.nominal, boundary_t=d.boundary_t, seeds_needed=d.seeds_needed,
             reason=d.reason)
         for key, d in state.last_decisions().items())
-    seeds = [{a: len(s) for a, s in look.seeds.items()} for look in state.looks]
+    seeds = [{a: len(look.seeds.get(a, ())) for a in design.arms} for look in state.looks]
     if not state.finished:
-        seeds.append({a: len(s) for a, s in state.assigned_seeds().items()})
+        assigned = state.assigned_seeds()
+        seeds.append({a: len(assigned[a]) for a in design.arms})
     return AdaptiveSection(
         max_seeds=design.max_seeds, seeds_per_look=design.seeds_per_look, alpha=design.alpha,
         power=design.power, spending=design.spending, futility=design.futility,
