@@ -76,7 +76,9 @@ class Sweep:
         return adaptive_design(self.config.analysis, self.config.arms, self.config.seeds)
 
     def with_seeds(self, seeds: list[int]) -> Sweep:
-        """The same sweep with ``seeds`` (e.g. those an adaptive design added)."""
+        """The same sweep with ``seeds`` (e.g. those an adaptive design added); its
+        :attr:`design` is not the sweep's any more (the listed seeds are its first look):
+        take the design from the original."""
         return dataclasses.replace(self, config=dataclasses.replace(self.config, seeds=seeds))
 
     @property

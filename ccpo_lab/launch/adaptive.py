@@ -36,7 +36,7 @@ from ccpo_lab.adaptive.store import DesignLock, DesignRecord, read_record, run_s
 from ccpo_lab.config.identity import diff, format_diff
 from ccpo_lab.config.sweep import Sweep
 from ccpo_lab.errors import UserError
-from ccpo_lab.launch.plan import plan_sweep
+from ccpo_lab.launch.plan import launcher_for, plan_sweep
 from ccpo_lab.launch.status import RunStatus, collect_status
 from ccpo_lab.launch.submit import launch_sweep
 from ccpo_lab.runs.layout import RunDir, SweepDir
@@ -159,11 +159,14 @@ def _wait(sw: Sweep, results: Path, runs: _Runs, console: Any) -> bool:
     """Wait until the assigned runs are finished; False on Ctrl-C."""
     from ccpo_lab.launch.display import watch
 
+    from ccpo_lab.launch.registry import launcher_class
+
     dirs = [Path(r.path) for k, r in runs.rows.items() if not r.terminal]
     if not dirs:
         return True
+    poll = max(2.0, launcher_class(sw.config.launcher.kind).poll_s)
     rows = watch(sw.sweep_dir(results), console, runs=[RunDir(p) for p in dirs],
-                 interval=2.0, title=f"sweep {sw.name}: adaptive look in progress")
+                 interval=poll, title=f"sweep {sw.name}: adaptive look in progress")
     return all(r.terminal for r in rows)
 
 
@@ -185,6 +188,8 @@ def launch_adaptive(sw: Sweep, results: str | Path, *, new_run: bool = False,
     console = console or make_console()
     results = Path(results)
     sweep = SweepDir(sw.sweep_dir(results))
+    plan_sweep(sw, results, new_run=new_run)  # the backends' and launcher's checks: before
+    launcher_for(sw, results).prepare()  # anything (the lock, the state) is written
     with DesignLock(sweep):
         record = start_record(sw, design, sweep)
         if not sweep.adaptive_state.is_file():  # the design is fixed from its first launch

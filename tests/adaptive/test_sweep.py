@@ -243,3 +243,13 @@ def test_the_lock_file_names_its_holder_only_while_held(tmp_path: Path) -> None:
     with DesignLock(sweep):
         assert f"pid {os.getpid()}" in sweep.adaptive_lock.read_text()
     assert sweep.adaptive_lock.read_text() == ""
+
+
+def test_a_bad_launcher_setting_writes_nothing(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    path = adaptive_sweep(tmp_path, launcher="local")
+    monkeypatch.setenv("CCPO_LAB_NUM_GPUS", "2")
+    with pytest.raises(UserError) as e:
+        launch_adaptive(load_sweep(path, ["launcher.gpus_per_run=4"]), tmp_path / "results")
+    assert e.value.key == "launcher.gpus_per_run"
+    assert not (tmp_path / "results").exists()
