@@ -158,7 +158,6 @@ def _blocked(runs: _Runs) -> list[str]:
 def _wait(sw: Sweep, results: Path, runs: _Runs, console: Any) -> bool:
     """Wait until the assigned runs are finished; False on Ctrl-C."""
     from ccpo_lab.launch.display import watch
-
     from ccpo_lab.launch.registry import launcher_class
 
     dirs = [Path(r.path) for k, r in runs.rows.items() if not r.terminal]
