@@ -8,6 +8,9 @@ Pure decision logic, no I/O (the sweep, the launcher, the report and MLflow use 
   and the completed per-seed scores.
 * :mod:`.simulate` -- the decision rule on simulated studies, vectorised: error rate,
   power and seeds used against the fixed design (``python -m ccpo_lab.adaptive.simulate``).
+* :mod:`.store` -- the one module with I/O: the design's state file in the sweep
+  directory, its lock, and a run's score (used by :mod:`ccpo_lab.launch.adaptive`, which
+  takes the looks and launches their seeds, and by the report and MLflow).
 
 The statistics (alpha spending, boundaries, Holm across looks) live in
 :mod:`ccpo_lab.stats.sequential`.

@@ -233,11 +233,14 @@ class Figures:
 
     Attributes:
         n_studies: S.
-        false_claim_rate: (adaptive, fixed at max_seeds) rate of studies with any claim on
-            a null comparison or in the wrong direction (the family-wise error).
+        fixed_seeds: seeds per arm of the fixed design compared (default max_seeds).
+        false_claim_rate: (adaptive, fixed) rate of studies with any claim on a null
+            comparison or in the wrong direction (the family-wise error).
         power: float (m, 2): per comparison, the rate of correct-direction claims
-            (adaptive, fixed at max_seeds); nan for null comparisons.
-        mean_seeds: (adaptive, fixed at max_seeds) seeds per study summed over arms.
+            (adaptive, fixed); nan for null comparisons.
+        power_diff_se: float (m,): Monte-Carlo se of ``power[:, 0] - power[:, 1]`` (both
+            designs read the same studies: the se of the paired difference).
+        mean_seeds: (adaptive, fixed) seeds per study summed over arms.
         equal_cost_seeds: seeds per arm of a fixed design that costs at least as much as
             the adaptive design on average (``ceil`` of its mean seeds per arm, >= 2).
         equal_cost_power: float (m,), that fixed design's power (nan for null ones).
@@ -245,8 +248,10 @@ class Figures:
     """
 
     n_studies: int
+    fixed_seeds: int
     false_claim_rate: tuple[float, float]
     power: NDArray[np.float64]
+    power_diff_se: NDArray[np.float64]
     mean_seeds: tuple[float, float]
     equal_cost_seeds: int
     equal_cost_power: NDArray[np.float64]
@@ -262,6 +267,7 @@ def figures(
     sd: float = 1.0,
     rho: float = 0.5,
     paired: bool = True,
+    fixed_seeds: int | None = None,
 ) -> Figures:
     """Simulate ``n_studies`` studies and summarise the designs (see :class:`Figures`).
 
@@ -273,10 +279,13 @@ def figures(
         rng: the source of randomness.
         sd, rho: as :func:`simulate_scores`.
         paired: as :func:`run_design`.
+        fixed_seeds: seeds per arm of the fixed design to compare with (default
+            ``design.max_seeds``; e.g. 12 against an adaptive maximum of 13).
     """
-    scores = simulate_scores(means, n_studies, design.max_seeds, rng, sd, rho)
+    n_fixed = design.max_seeds if fixed_seeds is None else int(fixed_seeds)
+    scores = simulate_scores(means, n_studies, max(design.max_seeds, n_fixed), rng, sd, rho)
     out = run_design(design, scores, arms, paired)
-    fixed = fixed_design(design, scores, arms, paired)
+    fixed = fixed_design(design, scores, arms, paired, n_fixed)
     idx = arm_indices(design, arms)
     mu = np.asarray(means, dtype=np.float64)
     truth = np.sign(mu[idx[:, 0]] - mu[idx[:, 1]]).astype(np.int64)  # (m,)
@@ -284,18 +293,24 @@ def figures(
     def false_claims(c: NDArray[np.int64]) -> float:
         return float(((c != 0) & (c != truth[None, :])).any(axis=1).mean())
 
-    def power(c: NDArray[np.int64]) -> NDArray[np.float64]:
-        hit = (c == truth[None, :]) & (truth[None, :] != 0)
-        return np.where(truth != 0, hit.mean(axis=0), np.nan)
+    def hits(c: NDArray[np.int64]) -> NDArray[np.bool_]:
+        return (c == truth[None, :]) & (truth[None, :] != 0)
 
+    def power(c: NDArray[np.int64]) -> NDArray[np.float64]:
+        return np.where(truth != 0, hits(c).mean(axis=0), np.nan)
+
+    paired_diff = hits(out.claims).astype(np.float64) - hits(fixed)
+    diff_se = paired_diff.std(axis=0, ddof=1) / np.sqrt(n_studies)
     used = np.unique(idx)
     ad_seeds = float(out.seeds.sum(axis=1).mean())
     n_eq = max(int(np.ceil(ad_seeds / used.size - 1e-9)), 2)
     return Figures(
         n_studies=n_studies,
+        fixed_seeds=n_fixed,
         false_claim_rate=(false_claims(out.claims), false_claims(fixed)),
         power=np.stack([power(out.claims), power(fixed)], axis=1),
-        mean_seeds=(ad_seeds, float(used.size * design.max_seeds)),
+        power_diff_se=np.where(truth != 0, diff_se, np.nan),
+        mean_seeds=(ad_seeds, float(used.size * n_fixed)),
         equal_cost_seeds=n_eq,
         equal_cost_power=power(fixed_design(design, scores, arms, paired, n_eq)),
         futile_rate=out.futile.mean(axis=0),
@@ -309,8 +324,13 @@ VARIANTS: tuple[tuple[str, dict[str, object]], ...] = (
     ("futility 0.8", {"futility_confidence": 0.8}),
     ("futility 0.5 (observed difference)", {"futility_confidence": 0.5}),
     ("Pocock, futility 0.95", {"spending": "pocock"}),
+    ("max 13 (1.08 x the fixed 12), default rule", {"max_seeds": 13}),
 )
-"""Design variants of the printed figures: overrides of the default design's fields."""
+"""Design variants of the printed figures: overrides of the default design's fields
+(every one is compared with the fixed 12-seed design)."""
+
+FIXED_SEEDS = 12
+"""Seeds per arm of the fixed design the printed figures compare with."""
 
 
 def default_design(arms: Sequence[str], **overrides: object) -> AdaptiveDesign:
@@ -337,7 +357,7 @@ def _print_scenarios(arms: list[str], studies: int, rho: float,
               f"  {'seeds ad/fixed':>14s}  {'fixed at equal cost':>24s}  futile")
         for name, over in VARIANTS:
             f = figures(default_design(arms, **over), means, arms, studies, rng,
-                        rho=rho)
+                        rho=rho, fixed_seeds=FIXED_SEEDS)
             pw = " ".join("  -  " if np.isnan(a) else f"{a:.3f}/{b:.3f}" for a, b in f.power)
             eq = " ".join("  -  " if np.isnan(x) else f"{x:.3f}" for x in f.equal_cost_power)
             fr = " ".join(f"{x:.2f}" for x in f.futile_rate)

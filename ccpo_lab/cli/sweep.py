@@ -35,25 +35,43 @@ def sweep(
     Submits and returns (follow with `ccpo-lab status <results>/<sweep>`) unless --wait;
     the inline launcher always runs here. A relaunch skips completed runs, resumes partial
     ones from their checkpoints and resubmits failed ones only with --retry-failed.
+
+    With an adaptive design (analysis.adaptive.max_seeds), each call also takes the next
+    look's decision when its runs are complete and launches the seeds it adds; run it
+    again later (or with --wait, to the end of the design).
     """
     from ccpo_lab.config.sweep import load_sweep
 
     sw = load_sweep(sweep_file, overrides or [])
     for w in sw.warnings:
         typer.secho(f"warning: {w}", fg="yellow", err=True)
+    adaptive = sw.design is not None
     if dry_run:
-        print_plan(sw, results, new_run=new_run)
-        return
-    from ccpo_lab.launch.submit import launch_sweep
+        only = None
+        if adaptive:
+            from ccpo_lab.launch.adaptive import dry_run as adaptive_dry_run
 
-    code = launch_sweep(sw, results, new_run=new_run, wait=wait, retry_failed=retry_failed)
+            sw, only, line = adaptive_dry_run(sw, results)
+            typer.echo(line)
+        print_plan(sw, results, new_run=new_run, only=only)
+        return
+    if adaptive:
+        from ccpo_lab.launch.adaptive import launch_adaptive
+
+        code = launch_adaptive(sw, results, new_run=new_run, wait=wait,
+                               retry_failed=retry_failed)
+    else:
+        from ccpo_lab.launch.submit import launch_sweep
+
+        code = launch_sweep(sw, results, new_run=new_run, wait=wait, retry_failed=retry_failed)
     if code:
         raise typer.Exit(code)
 
 
-def print_plan(sw: Sweep, results: Path, *, new_run: bool) -> None:
+def print_plan(sw: Sweep, results: Path, *, new_run: bool,
+               only: set[tuple[str, int]] | None = None) -> None:
     """Print the plan table and, per run, the command that would execute it where its
-    launcher will place it."""
+    launcher will place it (``only``: just these ``(arm, seed)`` runs)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -61,7 +79,8 @@ def print_plan(sw: Sweep, results: Path, *, new_run: bool) -> None:
     from ccpo_lab.errors import UserError
     from ccpo_lab.launch.plan import launcher_for, plan_sweep
 
-    plan = plan_sweep(sw, results, new_run=new_run)
+    plan = [p for p in plan_sweep(sw, results, new_run=new_run)
+            if only is None or (p.run.arm, p.run.seed) in only]
     launcher = launcher_for(sw, results)
     res, placement = launcher.resources(), launcher.placement()
     console = Console()

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ccpo_lab.config.adaptive import AdaptiveConfig
 from ccpo_lab.config.launcher import LauncherSettings
 from ccpo_lab.config.local import LocalBackendConfig
 from ccpo_lab.config.protocol import ProtocolConfig
@@ -59,6 +60,9 @@ class AnalysisConfig:
     """Significance level of comparisons (Holm-corrected)."""
     power: float = 0.8
     """Target power for the seeds-needed estimate."""
+    adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
+    """An adaptive seed design (off unless ``adaptive.max_seeds`` is set); not part of
+    any run's identity."""
 
 
 @dataclass(frozen=True)

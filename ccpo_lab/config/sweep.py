@@ -18,8 +18,9 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ccpo_lab.config.adaptive import adaptive_design
 from ccpo_lab.config.arms import default_arms_dir, load_arm
 from ccpo_lab.config.identity import to_plain
 from ccpo_lab.config.launcher import LauncherSettings, Where
@@ -34,6 +35,9 @@ from ccpo_lab.config.validate import build, check_range, field_names
 from ccpo_lab.config.yamlio import check_name, read_yaml_mapping
 from ccpo_lab.errors import UserError
 from ccpo_lab.launch.registry import build_settings, launcher_class, not_a_setting
+
+if TYPE_CHECKING:
+    from ccpo_lab.adaptive.design import AdaptiveDesign
 
 COMMAND_LINE = "command line"
 
@@ -65,6 +69,17 @@ class Sweep:
     def reference_arm(self) -> str:
         """The arm comparisons are made against."""
         return self.config.analysis.reference or self.config.arms[0]
+
+    @property
+    def design(self) -> AdaptiveDesign | None:
+        """The adaptive seed design of ``analysis.adaptive`` (None: fixed seeds)."""
+        return adaptive_design(self.config.analysis, self.config.arms, self.config.seeds)
+
+    def with_seeds(self, seeds: list[int]) -> Sweep:
+        """The same sweep with ``seeds`` (e.g. those an adaptive design added); its
+        :attr:`design` is not the sweep's any more (the listed seeds are its first look):
+        take the design from the original."""
+        return dataclasses.replace(self, config=dataclasses.replace(self.config, seeds=seeds))
 
     @property
     def warnings(self) -> list[str]:
@@ -254,6 +269,7 @@ def load_sweep(path: str | Path, overrides: Sequence[str] = (), *,
     if cfg.analysis.reference is not None and cfg.analysis.reference not in cfg.arms:
         raise UserError("reference arm is not in the sweep", file=where("analysis.reference"),
                         key="analysis.reference", value=cfg.analysis.reference, valid=cfg.arms)
+    adaptive_design(cfg.analysis, cfg.arms, cfg.seeds, where)
     return Sweep(config=cfg, arms=arms, source=file, overrides=tuple(overrides))
 
 

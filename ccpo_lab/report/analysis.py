@@ -258,6 +258,7 @@ def build_report(sweep_dir: str | Path, options: Mapping[str, Any] | None = None
     Raises:
         UserError: no sweep directory, no runs, bad settings, or a metric no run logged.
     """
+    from ccpo_lab.report.adaptive import adaptive_section, apply_design
     from ccpo_lab.report.baselines import published_baselines
     from ccpo_lab.report.comparisons import comparison_rows
     from ccpo_lab.stats import bootstrap_min_runs
@@ -272,6 +273,10 @@ def build_report(sweep_dir: str | Path, options: Mapping[str, Any] | None = None
         per_seed = {seed: run_summary(r, settings) for (a, seed), r in runs.items() if a == arm}
         arm_rows.append(arm_summary(arm, per_seed, settings))
     notes += _window_notes(arm_rows, runs, settings)
+    design = adaptive_section(root)
+    comparisons, design_notes = apply_design(comparison_rows(arm_rows, settings), design,
+                                             settings)
+    notes += design_notes
     model = ReportModel(
         sweep=str(manifest.get("name") or root.name), metric=settings.metric,
         window_start=settings.window_start, reference=settings.reference,
@@ -279,7 +284,8 @@ def build_report(sweep_dir: str | Path, options: Mapping[str, Any] | None = None
         alpha=settings.alpha, power=settings.power, settings_from=dict(settings.sources),
         bootstrap_min_seeds=bootstrap_min_runs(settings.confidence),
         iqm_bootstrap_min_seeds=bootstrap_min_runs(settings.confidence, n_strata=len(TASKS)),
-        arms=tuple(arm_rows), comparisons=comparison_rows(arm_rows, settings),
+        arms=tuple(arm_rows), comparisons=comparisons,
         baselines=published_baselines(list(runs.values())), notes=tuple(notes),
+        adaptive=design,
     )
     return Report(model=model, settings=settings, arms=tuple(arms), runs=runs, sweep_dir=root)

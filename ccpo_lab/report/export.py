@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ccpo_lab.report.model import (
+    AdaptiveLookRow,
+    AdaptiveVerdictRow,
     ArmRow,
     ComparisonRow,
     ReportModel,
@@ -50,7 +52,8 @@ def csv_tables(model: ReportModel) -> dict[str, str]:
     * comparisons: :class:`ComparisonRow` fields;
     * per_task: ``arm``, ``column``, then :class:`TaskStat` fields (published baselines
       as ``<method> (published)`` rows when shown);
-    * per_seed: ``arm``, ``seed``, then :class:`SeedRow` fields.
+    * per_seed: ``arm``, ``seed``, then :class:`SeedRow` fields;
+    * with an adaptive design, :func:`adaptive_csv`'s tables.
     """
     arms = _csv([*csv_header(ArmRow), "reference", *csv_header(RiseRow, "rise_")],
                 [[*csv_row(a), a.arm == model.reference, *csv_row(a.rise)] for a in model.arms])
@@ -64,7 +67,24 @@ def csv_tables(model: ReportModel) -> dict[str, str]:
     per_seed = _csv(["arm", "seed", *csv_header(SeedRow)],
                     [[a.arm, k, *csv_row(e)] for a in model.arms for k, e in a.per_seed.items()])
     return {"arms": arms, "comparisons": comparisons, "per_task": per_task,
-            "per_seed": per_seed}
+            "per_seed": per_seed, **adaptive_csv(model)}
+
+
+def adaptive_csv(model: ReportModel) -> dict[str, str]:
+    """The adaptive design's tables ({} for fixed seeds): ``adaptive_looks``
+    (:class:`AdaptiveLookRow` fields), ``adaptive_verdicts`` (:class:`AdaptiveVerdictRow`)
+    and ``adaptive_seeds`` (``look, arm, seeds``; a look in progress has ``assigned``
+    true)."""
+    a = model.adaptive
+    if a is None:
+        return {}
+    n_done = len(a.seeds) - (0 if a.finished else 1)
+    seeds = [[k + 1, arm, n, k >= n_done] for k, look in enumerate(a.seeds)
+             for arm, n in look.items()]
+    return {"adaptive_looks": _csv(csv_header(AdaptiveLookRow), [csv_row(r) for r in a.looks]),
+            "adaptive_verdicts": _csv(csv_header(AdaptiveVerdictRow),
+                                      [csv_row(r) for r in a.verdicts]),
+            "adaptive_seeds": _csv(["look", "arm", "seeds", "assigned"], seeds)}
 
 
 def to_csv(model: ReportModel) -> str:

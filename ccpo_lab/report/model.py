@@ -204,6 +204,121 @@ class ComparisonRow:
     """``verified``, ``different`` or ``not verified``."""
     step1_detail: str
     """What was checked."""
+    adaptive: bool = False
+    """The verdict, seeds needed and reason come from the sweep's adaptive design (its
+    group-sequential looks, :class:`AdaptiveSection`), not from this row's fixed-sample
+    test; ``p_holm`` is then None (a fixed-sample Holm re-test is not its test)."""
+
+
+@dataclass(frozen=True)
+class AdaptiveLookRow:
+    """One comparison at one look of an adaptive design: its test, the boundary in force,
+    the decision and why (:class:`ccpo_lab.adaptive.Decision`)."""
+
+    look: int
+    """Look number (1 = the listed seeds)."""
+    arm: str
+    """X; the difference is ``arm - baseline``."""
+    baseline: str
+    """Y."""
+    n_x: int
+    """Seeds of the arm with a value at this look."""
+    n_y: int
+    """Seeds of the baseline with a value."""
+    test: str
+    """``paired`` or ``welch``."""
+    diff: float | None
+    """Mean difference."""
+    t: float | None
+    """t statistic."""
+    df: float | None
+    """Its degrees of freedom."""
+    p: float | None
+    """Two-sided p-value of this look's t-test (unadjusted)."""
+    level: float
+    """Holm share of alpha in force: ``alpha / r`` for ``r`` comparisons not rejected."""
+    alpha_spent: float | None
+    """Cumulative alpha that ``level`` has spent by this look (Lan-DeMets)."""
+    nominal: float | None
+    """The boundary as a nominal level: rejected when ``p <= nominal``."""
+    boundary_t: float | None
+    """The same boundary as ``|t|``."""
+    action: str
+    """``better``, ``worse``, ``continue``, ``futile`` or ``unresolved``."""
+    seeds_needed: int | None
+    """Seeds per arm for the design's power at the observed difference, at the final
+    look's nominal level (None: unknown or above 1,000)."""
+    reason: str
+    """Why, in one line."""
+
+
+@dataclass(frozen=True)
+class AdaptiveVerdictRow:
+    """A comparison's final (or latest) decision in an adaptive design."""
+
+    arm: str
+    """X."""
+    baseline: str
+    """Y."""
+    verdict: str
+    """``better``, ``worse`` or ``unresolved`` (futile, at the maximum, or still open)."""
+    verdict_text: str
+    """The verdict with its seeds-needed figure, or ``continuing (look in progress)``."""
+    closed: bool
+    """No more seeds go to this comparison."""
+    look: int
+    """The look of this decision."""
+    n_x: int
+    """Seeds of the arm it used."""
+    n_y: int
+    """Seeds of the baseline."""
+    p: float | None
+    """Its p-value at that look."""
+    level: float
+    """Holm level ``alpha / r`` in force (the adjusted alpha of this comparison)."""
+    nominal: float | None
+    """The adjusted threshold: the nominal level its p had to reach at that look."""
+    boundary_t: float | None
+    """The same as ``|t|``."""
+    seeds_needed: int | None
+    """As :attr:`AdaptiveLookRow.seeds_needed`."""
+    reason: str
+    """Why."""
+
+
+@dataclass(frozen=True)
+class AdaptiveSection:
+    """The sweep's adaptive seed design (``<sweep>/adaptive.json``) and its looks."""
+
+    max_seeds: int
+    """Largest seeds per arm."""
+    seeds_per_look: int
+    """Seeds added per look."""
+    alpha: float
+    """Family-wise level over looks and comparisons."""
+    power: float
+    """Power of the seeds-needed and futility figures."""
+    spending: str
+    """Alpha-spending function."""
+    futility: bool
+    """Futility stops on (non-binding)."""
+    futility_confidence: float
+    """Its optimistic bound."""
+    metric: str
+    """The metric the looks' scores are the converged-window means of."""
+    window_start: int
+    """Their window: evaluations at step >= this."""
+    finished: bool
+    """Every comparison is closed."""
+    arms: tuple[str, ...] = field(metadata=NESTED)
+    """The design's arms."""
+    seeds: tuple[dict[str, int], ...] = field(metadata=NESTED)
+    """Per look, seeds with a value per arm; a last entry for a look in progress holds
+    the seeds assigned to it."""
+    looks: tuple[AdaptiveLookRow, ...] = field(metadata=NESTED)
+    """Every decision of every look."""
+    verdicts: tuple[AdaptiveVerdictRow, ...] = field(metadata=NESTED)
+    """The latest decision of each comparison."""
 
 
 @dataclass(frozen=True)
@@ -287,6 +402,8 @@ class ReportModel:
     """Published numbers or why not."""
     notes: tuple[Note, ...] = field(metadata=NESTED)
     """Notes on runs and settings."""
+    adaptive: AdaptiveSection | None = field(default=None, metadata=NESTED)
+    """The adaptive seed design and its looks (None: the sweep has fixed seeds)."""
 
     def arm(self, name: str) -> ArmRow:
         """The row of arm ``name`` (KeyError if absent)."""

@@ -240,9 +240,20 @@ def comparisons_table(model: ReportModel) -> Table:
         notes.append(f"{ASSUMED_MARK} sd assumed: an arm with one seed has no sd across "
                      "seeds; the seeds-needed figure assumes it equals the within-run sd of "
                      "its evaluations (Welch)")
-    notes += _interim_note(model)
+    notes += _design_note(model) + _interim_note(model)
     title = f"{model.metric}{_unit(model)}: each arm against {ref}"
     return Table("comparisons", title, tuple(columns), tuple(rows), tuple(notes))
+
+
+def _design_note(model: ReportModel) -> list[str]:
+    """The note on comparisons whose verdicts come from the adaptive design."""
+    designed = [c.arm for c in model.comparisons if c.adaptive]
+    if not designed:
+        return []
+    return [f"verdicts of {', '.join(designed)}: decided by the adaptive design "
+            "(group-sequential boundaries, Holm across looks and comparisons; see its "
+            "tables), not by a fixed-sample test of all seeds, so no p (Holm); their seeds "
+            "needed are at the design's last-look level"]
 
 
 def _cell(mean: float | None, sd: float | None, pct: bool) -> str:
@@ -332,14 +343,98 @@ def rise_table(model: ReportModel) -> Table:
                  "evaluation", columns, tuple(rows), notes)
 
 
-TABLES: tuple[Callable[[ReportModel], Table], ...] = (
-    arms_table, comparisons_table, rise_table, per_task_table, per_seed_table)
-"""The report's tables, in order."""
+def _g(v: float | None) -> str:
+    """A level or probability with three significant digits, or a dash."""
+    return DASH if v is None else f"{v:.3g}"
+
+
+def adaptive_seeds_table(model: ReportModel) -> Table | None:
+    """Arm | seeds at look 1 | look 2 | ...: the adaptive design's seeds per arm."""
+    a = model.adaptive
+    if a is None:
+        return None
+    n_done = len(a.seeds) - (0 if a.finished else 1)
+    columns = [Column("arm", "l", wrap=True)]
+    columns += [Column(f"look {k + 1}") for k in range(n_done)]
+    if not a.finished:
+        columns.append(Column(f"look {n_done + 1} (assigned)"))
+    rows = tuple((arm, *(str(look.get(arm, 0)) for look in a.seeds)) for arm in a.arms)
+    notes = (f"seeds per arm with a value at each look of the adaptive design: the listed "
+             f"seeds first, then +{a.seeds_per_look} per look to the arms of open "
+             f"comparisons, at most {a.max_seeds}; {a.spending} alpha spending "
+             f"(Lan & DeMets 1983), Holm across comparisons (Maurer & Bretz 2013), alpha "
+             f"{a.alpha:g} over every look and comparison",)
+    return Table("adaptive_seeds", "adaptive design: seeds per arm at each look",
+                 tuple(columns), rows, notes)
+
+
+def adaptive_looks_table(model: ReportModel) -> Table | None:
+    """Look | comparison | seeds | Δ | t (df) | p | α/r | nominal | |t| bound | decision:
+    every decision of the design, with the boundary in force (the alpha spent by each
+    look is in the CSV and JSON)."""
+    a = model.adaptive
+    if a is None:
+        return None
+    pct = is_rate(a.metric)
+    rows, why = [], []
+    for r in a.looks:
+        t = DASH if r.t is None else f"{r.t:.2f} ({r.df:.3g})"
+        bound = DASH if r.boundary_t is None else f"{r.boundary_t:.2f}"
+        rows.append((str(r.look), f"{r.arm} vs {r.baseline}", f"{r.n_x}/{r.n_y}",
+                     fmt(r.diff, pct, signed=True), t, fmt_p(r.p), _g(r.level),
+                     _g(r.nominal), bound, r.action))
+        if r.action in ("futile", "unresolved") or r.p is None:
+            why.append(f"look {r.look}, {r.arm} vs {r.baseline}: {r.action}: {r.reason}")
+    columns = (Column("look"), Column("comparison", "l", wrap=True), Column("seeds"),
+               Column("Δ"), Column("t (df)"), Column("p"), Column("α/r"),
+               Column("nominal"), Column("|t| bound"), Column("decision", "l"))
+    notes = (f"Δ = arm − baseline{' (%)' if pct else ''} of {a.metric} over the seeds "
+             f"with a value (seeds: arm/baseline); p: the look's t-test (paired by seed, "
+             "else Welch), unadjusted; α/r: the comparison's Holm share of alpha with r "
+             "comparisons not yet rejected; nominal: the boundary of α/r at this look "
+             f"({a.spending} spending of α/r, calibrated for t-tests at these seeds): "
+             "rejected (better or worse) when p ≤ nominal, i.e. |t| ≥ the bound; "
+             "futile: even the one-sided "
+             f"{a.futility_confidence:g} bound of Δ would need more than {a.max_seeds} "
+             f"seeds per arm for power {a.power:g}", *why)
+    return Table("adaptive_looks", f"adaptive design: decisions at each look ({a.metric}, "
+                 f"window step ≥ {a.window_start})", columns, tuple(rows), notes)
+
+
+def adaptive_verdicts_table(model: ReportModel) -> Table | None:
+    """Comparison | verdict | look | seeds | p | α/r | nominal | |t| bound | seeds needed:
+    each comparison's final decision with its adjusted threshold."""
+    a = model.adaptive
+    if a is None:
+        return None
+    rows = []
+    for v in a.verdicts:
+        bound = DASH if v.boundary_t is None else f"{v.boundary_t:.2f}"
+        needed = DASH if v.seeds_needed is None else str(v.seeds_needed)
+        rows.append((f"{v.arm} vs {v.baseline}", v.verdict_text, str(v.look),
+                     f"{v.n_x}/{v.n_y}", fmt_p(v.p), _g(v.level), _g(v.nominal), bound,
+                     needed))
+    columns = (Column("comparison", "l", wrap=True), Column("verdict", "l", wrap=True),
+               Column("look"), Column("seeds"), Column("p"), Column("α/r"),
+               Column("nominal"), Column("|t| bound"), Column("seeds needed"))
+    state = "finished" if a.finished else "in progress (open comparisons: latest look)"
+    notes = (f"the design is {state}; nominal: the adjusted threshold the p-value had to "
+             "reach at that look (its Holm level α/r spent up to that look); seeds needed: "
+             f"per arm for power {a.power:g} at the observed Δ, at the last look's nominal "
+             "level (Colas et al. 2018, two-sided)",)
+    return Table("adaptive_verdicts", "adaptive design: verdicts with their adjusted "
+                 "thresholds", columns, tuple(rows), notes)
+
+
+TABLES: tuple[Callable[[ReportModel], Table | None], ...] = (
+    arms_table, comparisons_table, adaptive_verdicts_table, adaptive_looks_table,
+    adaptive_seeds_table, rise_table, per_task_table, per_seed_table)
+"""The report's tables, in order (a builder returns None when its table does not apply)."""
 
 
 def tables(model: ReportModel) -> list[Table]:
-    """Every table of the report, in order."""
-    return [build(model) for build in TABLES]
+    """Every table of the report that applies, in order."""
+    return [t for build in TABLES if (t := build(model)) is not None]
 
 
 def _md_row(cells: Sequence[str]) -> str:

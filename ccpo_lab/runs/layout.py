@@ -3,6 +3,8 @@
 ``<results>/<sweep>/`` (:class:`SweepDir`) holds::
 
     sweep.json         the resolved sweep, its runs and submissions (the manifest)
+    adaptive.json      an adaptive seed design's state: the design and every look
+    adaptive.lock      held (flock) by the command taking the design's decisions
     _jobs/             sweep-level launcher files (Slurm arrays, local pool queues and logs)
     <arm>/seed-<k>/    one run (:class:`RunDir`)
 
@@ -47,6 +49,10 @@ if TYPE_CHECKING:
 RUN_STATES = ("pending", "running", "completed", "failed", "cancelled", "requeued")
 MANIFEST = "sweep.json"
 """The sweep's manifest file."""
+ADAPTIVE_STATE = "adaptive.json"
+"""The adaptive design's state file (:mod:`ccpo_lab.adaptive.store`)."""
+ADAPTIVE_LOCK = "adaptive.lock"
+"""Its lock file (the kernel frees the lock when the holder dies)."""
 JOBS_DIR = "_jobs"
 """Sweep-level launcher folder; arm names cannot start with '_', so it never collides."""
 SEED_DIR_RE = re.compile(r"^seed-(\d+)(?:\.(\d+))?$")
@@ -212,6 +218,16 @@ class SweepDir:
     def jobs(self) -> Path:
         """``_jobs/``: sweep-level launcher files."""
         return self.path / JOBS_DIR
+
+    @property
+    def adaptive_state(self) -> Path:
+        """``adaptive.json``: the adaptive design's state (absent for fixed seeds)."""
+        return self.path / ADAPTIVE_STATE
+
+    @property
+    def adaptive_lock(self) -> Path:
+        """``adaptive.lock``: locked by the command deciding the design's looks."""
+        return self.path / ADAPTIVE_LOCK
 
     def run_dir(self, arm: str, seed: int, n: int = 1) -> RunDir:
         """The run directory of (arm, seed), ``n``-th of its kind (it may not exist)."""

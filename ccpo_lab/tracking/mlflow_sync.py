@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from ccpo_lab.errors import UserError
 from ccpo_lab.report.discover import check_sweep_dir, discover_runs, read_manifest
-from ccpo_lab.runs.layout import RunDir
+from ccpo_lab.runs.layout import RunDir, SweepDir
 from ccpo_lab.runs.metrics import read_metrics
 
 if TYPE_CHECKING:
@@ -96,6 +96,8 @@ class SyncResult:
     """Report numbers logged as metrics of the parent."""
     local_store: bool = False
     """The store is the sweep's own ``mlflow.db`` (artifact paths relative to the sweep)."""
+    adaptive_looks: int = 0
+    """Looks of the sweep's adaptive design logged to the parent (0: fixed seeds)."""
 
     @property
     def ui_url(self) -> str:
@@ -109,7 +111,9 @@ class SyncResult:
                  f"{self.up_to_date} up to date, {self.values} metric values sent"
                  + (f", {self.pending} not started yet" if self.pending else "")
                  + (f"; {self.headline} report numbers and the report files logged to the "
-                    "parent" if self.artifacts else "")]
+                    "parent" if self.artifacts else "")
+                 + (f"; the adaptive design's {self.adaptive_looks} looks logged to the parent"
+                    if self.adaptive_looks else "")]
         if self.local_store:
             lines.append(f"MLflow UI: {ui_command()}  (in the sweep directory), then open "
                          f"{self.ui_url}")
@@ -357,6 +361,12 @@ def description(manifest: Mapping[str, Any], name: str, report: ReportModel | No
             p = "-" if c is None or c.p_holm is None else f"{c.p_holm:.3f}"
             lines.append(f"| {a.arm} | {f(a.mean)} | {ci} | {diff} | {p} | "
                          f"{'reference' if c is None else c.verdict} |")
+        if report.adaptive is not None:
+            lines += ["", f"Seeds were added in looks by an adaptive design "
+                      f"({max((r.look for r in report.adaptive.looks), default=0)} looks, at most "
+                      f"{report.adaptive.max_seeds} seeds per arm): the verdicts of its "
+                      "comparisons are its own (tags `ccpo_lab.adaptive.*`, metrics "
+                      "`adaptive/*` by look, artifact `adaptive/adaptive.json`)."]
         lines += ["", "The full report (tables, figures) is in this run's artifacts, "
                   "`report/`."]
     return "\n".join(lines)
@@ -501,6 +511,27 @@ def _update_parent(client: Any, pid: str, manifest: Mapping[str, Any], key: str,
     return len(headline), False
 
 
+def _log_adaptive(client: Any, pid: str, root: Path) -> int:
+    """The sweep's adaptive design (:mod:`ccpo_lab.tracking.adaptive`) on the parent run;
+    returns the looks logged (0 for fixed seeds)."""
+    from mlflow.entities import Metric, RunTag
+
+    from ccpo_lab.adaptive.store import read_record
+    from ccpo_lab.tracking.adaptive import adaptive_tags, adaptive_values
+
+    sweep = SweepDir(root)
+    record = read_record(sweep)
+    if record is None:
+        return 0
+    metrics = [Metric(safe_key(k), v, step, step) for k, v, step in adaptive_values(record)]
+    client.log_batch(pid, tags=[RunTag(safe_key(k), v)
+                                for k, v in adaptive_tags(record).items()])
+    for i in range(0, len(metrics), MAX_METRICS):
+        client.log_batch(pid, metrics=metrics[i:i + MAX_METRICS])
+    client.log_artifact(pid, str(sweep.adaptive_state), artifact_path="adaptive")
+    return len(record.state.looks)
+
+
 def _sync(root: Path, manifest: Mapping[str, Any], uri: str, local: bool,
           experiment: str | None, artifacts: Path | None,
           report: ReportModel | None) -> SyncResult:
@@ -530,10 +561,11 @@ def _sync(root: Path, manifest: Mapping[str, Any], uri: str, local: bool,
              for k in ("created", "updated", "fresh", "pending")}
     step = max((c.last_step for c in done if c.last_step is not None), default=0)
     headline, logged = _update_parent(client, pid, manifest, key, report, step, artifacts)
+    looks = _log_adaptive(client, pid, root)
     finished = bool(done) and all(c.status in _TERMINAL for c in done)
     ends = [c.end for c in done if c.end is not None]
     _set_status(client, client.get_run(pid), "FINISHED" if finished else "RUNNING",
                 max(ends) if finished and ends else None)
     return SyncResult(uri, name, exp_id, pid, count["created"], count["updated"],
                       count["fresh"], sum(c.sent for c in done), logged, count["pending"],
-                      headline, local)
+                      headline, local, looks)

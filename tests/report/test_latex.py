@@ -104,3 +104,22 @@ def test_latex_shows_the_numbers_of_the_markdown(demo: Report) -> None:
             want = _NUMBER.findall(" ".join(row))
             assert _NUMBER.findall(m) == want
             assert _NUMBER.findall(x.removesuffix(r" \\")) == want, (x, want)
+
+
+@needs_tex
+def test_adaptive_tables_fit_one_and_two_columns(tmp_path: Path) -> None:
+    from tests.adaptive.studies import finished_study
+
+    rep = build_report(finished_study(tmp_path), {"bootstrap_reps": 500})
+    assert rep.model.adaptive is not None
+    for twocolumn in (False, True):
+        tex = tmp_path / f"adaptive{int(twocolumn)}.tex"
+        tex.write_text(latex_document(rep.model, twocolumn=twocolumn))
+        assert tex.read_text().isascii()
+        _clean(_compile(tex))
+    for t in tables(rep.model):  # the same numbers as the Markdown
+        if t.name.startswith("adaptive"):
+            md = table_markdown(t)[2:]
+            rows = [x for x in table_latex(t) if x.endswith(r" \\")][1:]
+            assert [_NUMBER.findall(m) for m in md] == \
+                [_NUMBER.findall(x.removesuffix(r" \\")) for x in rows]

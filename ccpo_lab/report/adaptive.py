@@ -1,0 +1,104 @@
+"""The report's view of an adaptive seed design: its looks, and the verdicts it decided.
+
+:func:`adaptive_section` reads ``<sweep>/adaptive.json`` (:mod:`ccpo_lab.adaptive.store`)
+into an :class:`~ccpo_lab.report.model.AdaptiveSection`: the seeds per arm at each look,
+every decision with its test, the boundary in force (Holm level, alpha spent, nominal
+level, |t|) and why, and each comparison's latest decision. :func:`apply_design` makes
+the main comparisons table take the design's verdicts for the comparisons it decides
+(not those of a naive fixed-sample re-test of all seeds, which ignores the looks), when
+the report reads the metric and window the design decided on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+from ccpo_lab.report.model import (
+    AdaptiveLookRow,
+    AdaptiveSection,
+    AdaptiveVerdictRow,
+    ComparisonRow,
+    Note,
+)
+from ccpo_lab.report.settings import ReportSettings
+
+
+def adaptive_section(sweep_dir: str | Path) -> AdaptiveSection | None:
+    """The design of the sweep in ``sweep_dir`` (None when it has fixed seeds).
+
+    Raises:
+        UserError: the state file exists and cannot be read (the report refuses rather
+            than show verdicts that ignore the design).
+    """
+    from ccpo_lab.adaptive.store import read_record
+    from ccpo_lab.runs.layout import SweepDir
+
+    record = read_record(SweepDir(Path(sweep_dir)))
+    if record is None:
+        return None
+    state, design = record.state, record.state.design
+    looks = tuple(
+        AdaptiveLookRow(
+            look=look.index, arm=d.arm, baseline=d.baseline, n_x=d.n_x, n_y=d.n_y,
+            test=d.test, diff=d.diff, t=d.t, df=d.df, p=d.p_value, level=d.level,
+            alpha_spent=d.alpha_spent, nominal=d.nominal, boundary_t=d.boundary_t,
+            action=d.action, seeds_needed=d.seeds_needed, reason=d.reason)
+        for look in state.looks for d in look.decisions)
+    at = {d.key: look.index for look in state.looks for d in look.decisions}
+    verdicts = tuple(
+        AdaptiveVerdictRow(
+            arm=d.arm, baseline=d.baseline, verdict=d.verdict, verdict_text=d.verdict_text(),
+            closed=d.closed, look=at[key], n_x=d.n_x, n_y=d.n_y, p=d.p_value, level=d.level,
+            nominal=d.nominal, boundary_t=d.boundary_t, seeds_needed=d.seeds_needed,
+            reason=d.reason)
+        for key, d in state.last_decisions().items())
+    seeds = [{a: len(look.seeds.get(a, ())) for a in design.arms} for look in state.looks]
+    if not state.finished:
+        assigned = state.assigned_seeds()
+        seeds.append({a: len(assigned[a]) for a in design.arms})
+    return AdaptiveSection(
+        max_seeds=design.max_seeds, seeds_per_look=design.seeds_per_look, alpha=design.alpha,
+        power=design.power, spending=design.spending, futility=design.futility,
+        futility_confidence=design.futility_confidence, metric=record.metric,
+        window_start=record.window_start, finished=state.finished, arms=design.arms,
+        seeds=tuple(seeds), looks=looks, verdicts=verdicts)
+
+
+def apply_design(rows: Sequence[ComparisonRow], section: AdaptiveSection | None,
+                 s: ReportSettings) -> tuple[tuple[ComparisonRow, ...], list[Note]]:
+    """The comparison rows with the design's verdicts where it decides them, and notes.
+
+    A row takes the design's verdict, verdict text, seeds needed and reason (and drops
+    its fixed-sample Holm p) when the design compares the same arm with the same
+    reference on the metric and window this report reads; otherwise a note says why not.
+    """
+    if section is None:
+        return tuple(rows), []
+    if (section.metric, section.window_start) != (s.metric, s.window_start):
+        return tuple(rows), [Note(
+            f"the adaptive design decided on {section.metric} (window step >= "
+            f"{section.window_start}); this report reads {s.metric} (window step >= "
+            f"{s.window_start}): its verdicts are this report's fixed-sample tests, the "
+            "design's are in the adaptive tables", kind="adaptive")]
+    by_key = {(v.arm, v.baseline): v for v in section.verdicts}
+    out, used = [], []
+    for row in rows:
+        v = by_key.get((row.arm, row.reference))
+        if v is None:
+            out.append(row)
+            continue
+        used.append(row.arm)
+        out.append(dataclasses.replace(
+            row, verdict=v.verdict, verdict_text=v.verdict_text, seeds_needed=v.seeds_needed,
+            reason=f"adaptive design, look {v.look}: {v.reason}", p_holm=None, adaptive=True))
+    notes = []
+    if s.alpha != section.alpha and used:
+        notes.append(Note(f"the adaptive design's verdicts are at its alpha {section.alpha:g}, "
+                          f"not this report's {s.alpha:g}", kind="adaptive"))
+    if not section.finished:
+        notes.append(Note("the adaptive design is not finished: comparisons still open are "
+                          "'continuing (look in progress)'; run the sweep command again once "
+                          "the look's runs are complete", kind="adaptive"))
+    return tuple(out), notes
