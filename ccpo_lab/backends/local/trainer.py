@@ -40,16 +40,21 @@ if TYPE_CHECKING:
 
 TRAIN_TAG = 0x7A1
 EVAL_TAG = 0xE7A
+ENGINE_CACHE = ".engines"
+"""Folder of a game set holding its engines' load-time results (see :mod:`.speedups`)."""
 
 
 class Trainer:
     """Policy, frozen reference, optimiser, generators and step counter of one run."""
 
     def __init__(self, run: RunConfig, games: GameSet, estimator: Any = None) -> None:
+        from ccpo_lab.backends.local import speedups
         from ccpo_lab.estimators import get_estimator
 
         self.run = run
         self.games = games
+        # the engines of these games load from files the first run to load them wrote
+        speedups.use_disk_cache(games.root / ENGINE_CACHE)
         p, cfg = run.protocol, run.backend.local
         self.prompts = PromptSettings(p.history_length, p.max_prompt_length, cfg.vocab_size)
         self.tgen = torch.Generator().manual_seed(int(run.seed) * 1_000_003 + TRAIN_TAG)
