@@ -88,7 +88,7 @@ class Trainer:
         stats = warm_start(self.policy, self.games.train, self.train_pool, self.prompts,
                            cfg.warmstart_demos, cfg.warmstart_epochs, cfg.warmstart_lr,
                            self.run.seed, self.tgen)
-        self.timer.policy += time.perf_counter() - t0
+        self.timer.add("warm_start", time.perf_counter() - t0)
         self.ref = self._frozen_copy()
         return stats
 
@@ -124,10 +124,11 @@ class Trainer:
         uids = [f"{step}-{slot}" for slot in range(b)]
         self.policy.eval()
         episodes: list[Episode] = []
+        logits_cache: dict = {}  # the policy does not change within a step's rollouts
         for r in range(p.group_size):
             episodes += play(self.policy, self.train_pool, games, uids, [r] * b,
                              p.train_temperature, self.rng, self.prompts, self.timer,
-                             slots=[0] * b)
+                             slots=[0] * b, logits_cache=logits_cache)
         return episodes
 
     def evaluate(self, step: int) -> dict[str, float]:
@@ -163,12 +164,16 @@ class Trainer:
         chosen = torch.tensor([turn.chosen for _, _, turn in rows], dtype=torch.int64)
         old_logp = torch.tensor([turn.logprob for _, _, turn in rows], dtype=torch.float32)
         ref_logp, phi = self._reference(inputs, chosen)
+        t1 = time.perf_counter()
+        self.timer.add("reference", t1 - t0)
         adv, diag = self._advantages(rows, phi)
         metrics.update({f"adv/{name}": float(v) for name, v in diag.items()})
+        t2 = time.perf_counter()
+        self.timer.add("estimator", t2 - t1)
         metrics.update(ppo_update(self.policy, self.optim,
                                   UpdateBatch(inputs, chosen, old_logp, ref_logp, adv),
                                   self.run.protocol, self.tgen))
-        self.timer.policy += time.perf_counter() - t0
+        self.timer.add("update", time.perf_counter() - t2)
         self.step = k
         return metrics
 
@@ -176,7 +181,7 @@ class Trainer:
                    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Reference log-probs (N,) and ``phi`` (N, H): the frozen encoder's last state."""
         logps, phis = [], []
-        with torch.no_grad():
+        with torch.inference_mode():
             for s in range(0, len(chosen), chunk):
                 rows = torch.arange(s, min(s + chunk, len(chosen)))
                 logits, h = self.ref(inputs.select(rows))
