@@ -23,9 +23,13 @@ It also replaces ``copy_context`` of ``textgen``: for every symbol it expands, T
 ``deepcopy``-s the context's ``variables`` and ``mapping`` dicts (about 70% of an ALFWorld
 step here). The generator only *adds keys* to those dicts (``dict.update`` in ``query``) and
 only reads their values (entity infos, logic variables), so copying the two dicts
-themselves is equivalent (:func:`_shallow_copy_context`). And ``textgen``'s
-``check_flag``, which reads a debugging environment variable twice for every symbol it
-expands, reads each variable once per process.
+themselves is equivalent (:func:`_shallow_copy_context`). ``ContextSensitiveGrammar.derive``
+(the text of a command, a feedback line, the intro) is memoised per loaded grammar: what it
+derives depends only on the symbol, the state's facts (through the grammar's conditions and
+queries) and the action's mapping, the entity names being fixed when the game is loaded,
+and tiny rooms revisit the same states all the time. And ``textgen``'s ``check_flag``,
+which reads a debugging environment variable twice for every symbol it expands, reads each
+variable once per process.
 
 Nothing else in the engine changes. ``tests/backends/local/test_env.py`` checks that
 transcripts (observations, admissible commands, rewards) are identical with and without
@@ -41,6 +45,7 @@ import hashlib
 import os
 import pickle
 import tempfile
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -146,6 +151,33 @@ def _shallow_copy_context(context: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+_DERIVED: weakref.WeakKeyDictionary[Any, dict[Any, str]] = weakref.WeakKeyDictionary()
+"""Per loaded grammar: derived text by (start symbol, facts of the state, mapping)."""
+
+
+def _memoised_derive(derive: Callable[..., str]) -> Callable[..., str]:
+    def cached(grammar: Any, start: str, context: Any = None) -> str:
+        if context is None:
+            return derive(grammar, start)
+        try:
+            key = (start, frozenset(context["facts"]), frozenset(context["mapping"].items()))
+        except (KeyError, TypeError):  # not the engine's usual context: no caching
+            return derive(grammar, start, context)
+        memo = _DERIVED.get(grammar)
+        if memo is None:
+            memo = _DERIVED[grammar] = {}
+        hit = memo.get(key)
+        if hit is None:
+            hit = derive(grammar, start, context)
+            if len(memo) >= MAX_ENTRIES:
+                memo.clear()
+            memo[key] = hit
+        return hit
+
+    cached.__wrapped__ = derive  # type: ignore[attr-defined]
+    return cached
+
+
 def install() -> None:
     """Memoise the engine's parsers and PDDL translator and use the shallow context copy
     in this process (idempotent)."""
@@ -166,6 +198,10 @@ def install() -> None:
     if "copy_context" not in _ORIGINALS:
         _ORIGINALS["copy_context"] = (textgen, "copy_context", textgen.copy_context)
         textgen.copy_context = _shallow_copy_context
+    if "derive" not in _ORIGINALS:
+        grammar_cls = textgen.ContextSensitiveGrammar
+        _ORIGINALS["derive"] = (grammar_cls, "derive", grammar_cls.derive)
+        grammar_cls.derive = _memoised_derive(grammar_cls.derive)
     if "check_flag" not in _ORIGINALS:
         _ORIGINALS["check_flag"] = (textgen, "check_flag", textgen.check_flag)
         textgen.check_flag = functools.lru_cache(maxsize=None)(textgen.check_flag)
