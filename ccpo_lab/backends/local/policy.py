@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -114,7 +115,7 @@ class ActionScorer(nn.Module):
         super().__init__()
         self.shape = shape
         e, h = shape.embed_dim, shape.hidden_dim
-        meta = {"device": "meta"}  # built without touching torch's global RNG, then filled
+        meta: dict[str, Any] = {"device": "meta"}  # built without the global RNG, then filled
         self.embed = nn.Embedding(shape.vocab_size, e, padding_idx=PAD, **meta)
         self.encoder = nn.GRU(e, h, batch_first=True, **meta)
         self.action_rnn = nn.GRU(e + len(OVERLAP_SEGMENTS), h, batch_first=True, **meta)

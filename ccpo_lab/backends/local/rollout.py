@@ -167,11 +167,7 @@ def play(policy: ActionScorer, pool: EnginePool, games: Sequence[GameRecord],
     ``temperature`` with ``rng`` (one draw per live episode per turn, in list order); the
     policy runs without gradients.
 
-    ``logits_cache``: the policy's logits of every batch already scored with the same
-    parameters (the caller empties it when they change), keyed by the batch's inputs in
-    order. A batch met again (the first turn of every rollout round of the same games, or
-    rounds that repeat the same moves) is not recomputed: the same batch gives the same
-    logits, bit for bit, so this changes nothing but the time.
+    ``logits_cache``: see :func:`_pick`.
     """
     slots = list(rollouts) if slots is None else list(slots)
     keys = [(str(g.gamefile), s) for g, s in zip(games, slots, strict=True)]
@@ -196,15 +192,7 @@ def play(policy: ActionScorer, pool: EnginePool, games: Sequence[GameRecord],
             c = choices(adm[i]) or adm[i]
             inputs.append(turn_input(games[i].goal, obs[i], c, histories[i], prompts))
             cands.append(c)
-        with torch.inference_mode():
-            key = tuple(inputs)
-            logits = None if logits_cache is None else logits_cache.get(key)
-            if logits is None:
-                logits, _ = policy(collate(inputs))
-                if logits_cache is not None:
-                    logits_cache[key] = logits
-            picks = sample_actions(logits, temperature, rng)
-            logp, _ = chosen_logprobs(logits, torch.from_numpy(picks), temperature)
+        picks, logp = _pick(policy, inputs, temperature, rng, logits_cache)
         timer.add("forward", time.perf_counter() - t0)
         t0 = time.perf_counter()
         still = []
@@ -224,6 +212,30 @@ def play(policy: ActionScorer, pool: EnginePool, games: Sequence[GameRecord],
         live = still
         timer.env += time.perf_counter() - t0
     return episodes
+
+
+def _pick(policy: ActionScorer, inputs: list[TurnInput], temperature: float,
+          rng: np.random.Generator,
+          logits_cache: dict[tuple[TurnInput, ...], torch.Tensor] | None
+          ) -> tuple[np.ndarray, torch.Tensor]:
+    """One action per turn of a lockstep batch: ``(picks (B,) int, log-probs (B,))``.
+
+    ``logits_cache``: the policy's logits of every batch already scored with the same
+    parameters (the caller empties it when they change), keyed by the batch's inputs in
+    order. A batch met again (the first turn of every rollout round of the same games, or
+    rounds that repeat the same moves) is not recomputed: the same batch gives the same
+    logits, bit for bit, so this changes nothing but the time.
+    """
+    with torch.inference_mode():
+        key = tuple(inputs)
+        logits = None if logits_cache is None else logits_cache.get(key)
+        if logits is None:
+            logits, _ = policy(collate(inputs))
+            if logits_cache is not None:
+                logits_cache[key] = logits
+        picks = sample_actions(logits, temperature, rng)
+        logp, _ = chosen_logprobs(logits, torch.from_numpy(picks), temperature)
+    return picks, logp
 
 
 def success_metrics(episodes: Sequence[Episode], prefix: str) -> dict[str, float]:

@@ -44,6 +44,7 @@ import functools
 import hashlib
 import os
 import pickle
+import sys
 import tempfile
 import weakref
 from collections.abc import Callable
@@ -133,9 +134,12 @@ def _memoised(fn: Callable[..., Any], copies: bool, name: str, persist: bool
                 _disk_write(path, blob)
         if len(cache) >= MAX_ENTRIES:
             cache.clear()
-        # kept pickled when copies are handed out: each call unpickles a fresh deep copy
-        cache[key] = blob if copies else value
-        return pickle.loads(blob) if copies else value
+        if not copies:
+            cache[key] = value
+            return value
+        assert blob is not None
+        cache[key] = blob  # kept pickled: each call unpickles a fresh deep copy
+        return pickle.loads(blob)
 
     cached.__wrapped__ = fn  # type: ignore[attr-defined]
     return cached
@@ -151,27 +155,35 @@ def _shallow_copy_context(context: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-_DERIVED: weakref.WeakKeyDictionary[Any, dict[Any, str]] = weakref.WeakKeyDictionary()
-"""Per loaded grammar: derived text by (start symbol, facts of the state, mapping)."""
+_DERIVED: weakref.WeakKeyDictionary[Any, tuple[dict[Any, int], dict[Any, str]]] = (
+    weakref.WeakKeyDictionary())
+"""Per loaded grammar: ``(number of each distinct fact set and mapping, derived text by
+(start symbol, fact-set number, mapping number))``: a state's facts are held once, as a
+tuple in hash order."""
 
 
 def _memoised_derive(derive: Callable[..., str]) -> Callable[..., str]:
     def cached(grammar: Any, start: str, context: Any = None) -> str:
         if context is None:
             return derive(grammar, start)
-        try:
-            key = (start, frozenset(context["facts"]), frozenset(context["mapping"].items()))
+        try:  # sorted by hash: equal keys are equal sets (a tie in order only misses)
+            facts = tuple(sorted(context["facts"], key=hash))
+            mapping = tuple(sorted(context["mapping"].items(), key=hash))
         except (KeyError, TypeError):  # not the engine's usual context: no caching
             return derive(grammar, start, context)
         memo = _DERIVED.get(grammar)
         if memo is None:
-            memo = _DERIVED[grammar] = {}
-        hit = memo.get(key)
+            memo = _DERIVED[grammar] = ({}, {})
+        numbers, texts = memo
+        key = (start, numbers.setdefault(facts, len(numbers)),
+               numbers.setdefault(mapping, len(numbers)))
+        hit = texts.get(key)
         if hit is None:
-            hit = derive(grammar, start, context)
-            if len(memo) >= MAX_ENTRIES:
-                memo.clear()
-            memo[key] = hit
+            hit = sys.intern(derive(grammar, start, context))
+            if len(texts) >= MAX_ENTRIES:
+                numbers.clear()
+                texts.clear()
+            texts[key] = hit
         return hit
 
     cached.__wrapped__ = derive  # type: ignore[attr-defined]
