@@ -90,8 +90,8 @@ def main() -> None:
             total += _run("verify", [*cli, "verify", str(sweep_dir)], tree)
             total += _run("report", [*cli, "report", str(sweep_dir), "--out",
                                      str(sweep_dir / "report")], tree)
-            print(f"  total {total:.1f} s ({total / 60:.0f} min {total % 60:.0f} s); {_load()}",
-                  flush=True)
+            minutes, seconds = divmod(round(total), 60)
+            print(f"  total {total:.1f} s ({minutes} min {seconds} s); {_load()}", flush=True)
             totals.append(total)
             metrics.append({str(p.relative_to(sweep_dir)): p.read_bytes()
                             for p in sorted(sweep_dir.glob("*/seed-*/metrics.jsonl"))})
