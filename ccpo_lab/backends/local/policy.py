@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -55,7 +56,10 @@ class PolicyInput:
 
     ``prompt_ids`` (B, L) long, ``segments`` (B, L) long (0 = padding), ``lengths`` (B,) long
     (>= 1), ``action_ids`` (B, A, La) long, ``action_mask`` (B, A) bool (True for a real
-    action; every row has at least one), ``repeats`` (B, A, N_REPEAT) float.
+    action; every row has at least one), ``repeats`` (B, A, N_REPEAT) float,
+    ``token_flags`` (B, A, La, len(OVERLAP_SEGMENTS)) float: :func:`token_overlap` of the
+    batch, computed once by :func:`collate` (a row's flags do not depend on its batch, so
+    every forward pass over a selection of the rows reads them from here).
     """
 
     prompt_ids: torch.Tensor
@@ -64,13 +68,15 @@ class PolicyInput:
     action_ids: torch.Tensor
     action_mask: torch.Tensor
     repeats: torch.Tensor
+    token_flags: torch.Tensor
 
     def select(self, rows: torch.Tensor) -> PolicyInput:
         """The sub-batch of ``rows`` (K,) long, re-trimmed to its own longest prompt."""
         lengths = self.lengths[rows]
         width = int(lengths.max())
         return PolicyInput(self.prompt_ids[rows, :width], self.segments[rows, :width], lengths,
-                           self.action_ids[rows], self.action_mask[rows], self.repeats[rows])
+                           self.action_ids[rows], self.action_mask[rows], self.repeats[rows],
+                           self.token_flags[rows])
 
 
 def collate(turns: Sequence[TurnInput]) -> PolicyInput:
@@ -95,8 +101,11 @@ def collate(turns: Sequence[TurnInput]) -> PolicyInput:
             a[i, j, :len(toks)] = toks
             mask[i, j] = True
         rep[i, :len(t.repeats)] = t.repeats
-    return PolicyInput(torch.from_numpy(p), torch.from_numpy(seg), torch.from_numpy(lengths),
-                       torch.from_numpy(a), torch.from_numpy(mask), torch.from_numpy(rep))
+    prompt_ids, segments, action_ids = (torch.from_numpy(p), torch.from_numpy(seg),
+                                        torch.from_numpy(a))
+    return PolicyInput(prompt_ids, segments, torch.from_numpy(lengths), action_ids,
+                       torch.from_numpy(mask), torch.from_numpy(rep),
+                       token_overlap(action_ids, prompt_ids, segments))
 
 
 class ActionScorer(nn.Module):
@@ -106,7 +115,7 @@ class ActionScorer(nn.Module):
         super().__init__()
         self.shape = shape
         e, h = shape.embed_dim, shape.hidden_dim
-        meta = {"device": "meta"}  # built without touching torch's global RNG, then filled
+        meta: dict[str, Any] = {"device": "meta"}  # built without the global RNG, then filled
         self.embed = nn.Embedding(shape.vocab_size, e, padding_idx=PAD, **meta)
         self.encoder = nn.GRU(e, h, batch_first=True, **meta)
         self.action_rnn = nn.GRU(e + len(OVERLAP_SEGMENTS), h, batch_first=True, **meta)
@@ -160,8 +169,7 @@ class ActionScorer(nn.Module):
     def forward(self, batch: PolicyInput) -> tuple[torch.Tensor, torch.Tensor]:
         """``(logits (B, A) with -inf at padding, h (B, H))`` for a batch of turns."""
         out, h = self.encode(batch.prompt_ids, batch.lengths)
-        tok_ov = token_overlap(batch)
-        acts = self.embed_actions(batch.action_ids, tok_ov)
+        acts = self.embed_actions(batch.action_ids, batch.token_flags)
         scale = 1.0 / math.sqrt(self.shape.hidden_dim)
         att = torch.matmul(self.att_query(acts), self.att_key(out).transpose(1, 2)) * scale
         width = out.shape[1]
@@ -169,34 +177,35 @@ class ActionScorer(nn.Module):
         att = torch.softmax(att.masked_fill(pad[:, None, :], float("-inf")), dim=-1)
         ctx = torch.matmul(att, out)
         hh = h[:, None, :].expand_as(acts)
-        feats = torch.cat([acts, ctx, acts * ctx, acts * hh, overlap(batch, tok_ov),
-                           batch.repeats], dim=-1)
+        feats = torch.cat([acts, ctx, acts * ctx, acts * hh, overlap(batch), batch.repeats],
+                          dim=-1)
         logits = self.score_out(torch.tanh(self.score_hidden(feats))).squeeze(-1)
         return logits.masked_fill(~batch.action_mask, float("-inf")), h
 
 
-def token_overlap(batch: PolicyInput) -> torch.Tensor:
+def token_overlap(action_ids: torch.Tensor, prompt_ids: torch.Tensor, segments: torch.Tensor
+                  ) -> torch.Tensor:
     """Per action token: does it occur in the task, the history, the current observation?
 
     A parameter-free exact-match attention of action tokens over prompt tokens (a copy
     mechanism): it lets the policy tell "the object the task names" from others even for
-    words it never trained on. (B, A, La, len(OVERLAP_SEGMENTS)) float, 0 at padding.
+    words it never trained on. ``action_ids`` (B, A, La), ``prompt_ids`` and ``segments``
+    (B, L) long; returns (B, A, La, len(OVERLAP_SEGMENTS)) float, 0 at padding.
     """
-    eq = batch.action_ids[:, :, :, None] == batch.prompt_ids[:, None, None, :]
-    real = batch.action_ids != PAD
+    eq = action_ids[:, :, :, None] == prompt_ids[:, None, None, :]
+    real = action_ids != PAD
     out = []
     for seg in OVERLAP_SEGMENTS:
-        in_seg = (batch.segments == seg)[:, None, None, :]
+        in_seg = (segments == seg)[:, None, None, :]
         out.append((eq & in_seg).any(-1) & real)
     return torch.stack(out, dim=-1).to(torch.float32)
 
 
-def overlap(batch: PolicyInput, token_flags: torch.Tensor | None = None) -> torch.Tensor:
+def overlap(batch: PolicyInput) -> torch.Tensor:
     """Share of each action's words found in the task, history and current observation:
-    (B, A, len(OVERLAP_SEGMENTS)) float (the mean of :func:`token_overlap` over words)."""
-    flags = token_overlap(batch) if token_flags is None else token_flags
+    (B, A, len(OVERLAP_SEGMENTS)) float (the mean of ``batch.token_flags`` over words)."""
     n_real = (batch.action_ids != PAD).sum(-1, keepdim=True).clamp(min=1)
-    return flags.sum(-2) / n_real
+    return batch.token_flags.sum(-2) / n_real
 
 
 def chosen_logprobs(logits: torch.Tensor, chosen: torch.Tensor, temperature: float = 1.0

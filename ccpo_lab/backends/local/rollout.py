@@ -9,6 +9,7 @@ the chosen one, its log-probability) and what ``run.json``'s step-1 evidence nee
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -117,23 +118,56 @@ class EnginePool:
 
 @dataclass
 class Timer:
-    """Seconds spent in the engine and in the policy."""
+    """Seconds (wall clock) spent in the engine and in the policy, and environment steps.
+
+    ``policy`` is the sum of ``forward`` (the rollouts' and evaluations' policy passes:
+    prompts, forward, sampling), ``reference``, ``estimator``, ``update`` (the PPO update)
+    and ``warm_start``.
+    """
 
     env: float = 0.0
     policy: float = 0.0
     env_steps: int = 0
+    forward: float = 0.0
+    reference: float = 0.0
+    estimator: float = 0.0
+    update: float = 0.0
+    warm_start: float = 0.0
+
+    def snapshot(self) -> Timer:
+        """A copy of the current figures."""
+        return dataclasses.replace(self)
+
+    def __sub__(self, other: Timer) -> Timer:
+        return Timer(**{f.name: getattr(self, f.name) - getattr(other, f.name)
+                        for f in dataclasses.fields(self)})
+
+    def policy_parts(self) -> list[tuple[str, float]]:
+        """``(name, seconds)`` of the parts of ``policy``."""
+        return [("rollout forwards", self.forward), ("reference forward", self.reference),
+                ("estimator", self.estimator), ("PPO update", self.update),
+                ("warm start", self.warm_start)]
+
+    def add(self, part: str, seconds: float) -> None:
+        """Count ``seconds`` of policy time in ``part`` (a field name above)."""
+        setattr(self, part, getattr(self, part) + seconds)
+        self.policy += seconds
 
 
 def play(policy: ActionScorer, pool: EnginePool, games: Sequence[GameRecord],
          task_uids: Sequence[str], rollouts: Sequence[int], temperature: float,
          rng: np.random.Generator, prompts: PromptSettings, timer: Timer,
-         slots: Sequence[int] | None = None) -> list[Episode]:
+         slots: Sequence[int] | None = None,
+         logits_cache: dict[tuple[TurnInput, ...], torch.Tensor] | None = None
+         ) -> list[Episode]:
     """Play one episode per ``games[i]`` (rollout index ``rollouts[i]``), all in lockstep.
 
     Episode ``i`` runs on engine slot ``slots[i]`` of its game (default: its rollout
     index); the (game, slot) pairs must be distinct. Actions are sampled at
     ``temperature`` with ``rng`` (one draw per live episode per turn, in list order); the
     policy runs without gradients.
+
+    ``logits_cache``: see :func:`_pick`.
     """
     slots = list(rollouts) if slots is None else list(slots)
     keys = [(str(g.gamefile), s) for g, s in zip(games, slots, strict=True)]
@@ -158,11 +192,8 @@ def play(policy: ActionScorer, pool: EnginePool, games: Sequence[GameRecord],
             c = choices(adm[i]) or adm[i]
             inputs.append(turn_input(games[i].goal, obs[i], c, histories[i], prompts))
             cands.append(c)
-        with torch.no_grad():
-            logits, _ = policy(collate(inputs))
-            picks = sample_actions(logits, temperature, rng)
-            logp, _ = chosen_logprobs(logits, torch.from_numpy(picks), temperature)
-        timer.policy += time.perf_counter() - t0
+        picks, logp = _pick(policy, inputs, temperature, rng, logits_cache)
+        timer.add("forward", time.perf_counter() - t0)
         t0 = time.perf_counter()
         still = []
         for k, i in enumerate(live):
@@ -181,6 +212,30 @@ def play(policy: ActionScorer, pool: EnginePool, games: Sequence[GameRecord],
         live = still
         timer.env += time.perf_counter() - t0
     return episodes
+
+
+def _pick(policy: ActionScorer, inputs: list[TurnInput], temperature: float,
+          rng: np.random.Generator,
+          logits_cache: dict[tuple[TurnInput, ...], torch.Tensor] | None
+          ) -> tuple[np.ndarray, torch.Tensor]:
+    """One action per turn of a lockstep batch: ``(picks (B,) int, log-probs (B,))``.
+
+    ``logits_cache``: the policy's logits of every batch already scored with the same
+    parameters (the caller empties it when they change), keyed by the batch's inputs in
+    order. A batch met again (the first turn of every rollout round of the same games, or
+    rounds that repeat the same moves) is not recomputed: the same batch gives the same
+    logits, bit for bit, so this changes nothing but the time.
+    """
+    with torch.inference_mode():
+        key = tuple(inputs)
+        logits = None if logits_cache is None else logits_cache.get(key)
+        if logits is None:
+            logits, _ = policy(collate(inputs))
+            if logits_cache is not None:
+                logits_cache[key] = logits
+        picks = sample_actions(logits, temperature, rng)
+        logp, _ = chosen_logprobs(logits, torch.from_numpy(picks), temperature)
+    return picks, logp
 
 
 def success_metrics(episodes: Sequence[Episode], prefix: str) -> dict[str, float]:

@@ -8,34 +8,113 @@ of their input strings, so :func:`install` replaces four module attributes with 
 wrappers:
 
 - ``_parse_and_convert`` of ``textworld.envs.pddl.textgen``, ``textworld.envs.pddl.logic``
-  and ``textworld.logic``: the cache hands out a deep copy of the first result (the engine
-  mutates what the parsers return);
+  and ``textworld.logic``: the engine mutates what the parsers return, so the cache keeps
+  the first result pickled and hands out a fresh unpickled copy on every call (a deep copy
+  of the same objects, about ten times cheaper than ``copy.deepcopy``);
 - ``fast_downward.pddl2sas``: the cached (task, SAS text) pair is shared, which is safe
   because TextWorld only reads the task object (and the SAS text is a string).
+
+With :func:`use_disk_cache`, the two load-time results (a game's grammar parse and its
+PDDL translation, about 80% of loading an engine) are also kept as pickle files keyed by a
+hash of their input and of the library versions, so the other runs of a sweep, which load
+the same games in other processes, read them instead of recomputing them.
 
 It also replaces ``copy_context`` of ``textgen``: for every symbol it expands, TextWorld
 ``deepcopy``-s the context's ``variables`` and ``mapping`` dicts (about 70% of an ALFWorld
 step here). The generator only *adds keys* to those dicts (``dict.update`` in ``query``) and
 only reads their values (entity infos, logic variables), so copying the two dicts
-themselves is equivalent (:func:`_shallow_copy_context`).
+themselves is equivalent (:func:`_shallow_copy_context`). ``ContextSensitiveGrammar.derive``
+(the text of a command, a feedback line, the intro) is memoised per loaded grammar: what it
+derives depends only on the symbol, the state's facts (through the grammar's conditions and
+queries) and the action's mapping, the entity names being fixed when the game is loaded,
+and tiny rooms revisit the same states all the time. And ``textgen``'s ``check_flag``,
+which reads a debugging environment variable twice for every symbol it expands, reads each
+variable once per process.
 
 Nothing else in the engine changes. ``tests/backends/local/test_env.py`` checks that
 transcripts (observations, admissible commands, rewards) are identical with and without
-it. :func:`uninstall` restores the originals.
+it, with the disk cache read from another process. :func:`uninstall` restores the
+originals.
 """
 
 from __future__ import annotations
 
-import copy
+import contextlib
+import functools
+import hashlib
+import os
+import pickle
+import sys
+import tempfile
+import weakref
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 _ORIGINALS: dict[str, tuple[Any, str, Callable[..., Any]]] = {}
 MAX_ENTRIES = 20_000
 """Entries per cache before it is emptied (a bound on memory, never reached in practice)."""
+DISK_FORMAT = 1
+"""Part of every disk-cache key: bump it when what a cached file holds changes."""
+_DISK: list[Path] = []
+"""The directory of :func:`use_disk_cache` (empty: memory only)."""
 
 
-def _memoised(fn: Callable[..., Any], copies: bool) -> Callable[..., Any]:
+def use_disk_cache(directory: Path | None) -> None:
+    """Keep the load-time results in ``directory`` as well (None: in memory only).
+
+    Files are written atomically, so runs sharing the directory never read a partial one;
+    an unreadable file is recomputed and rewritten.
+    """
+    _DISK.clear()
+    if directory is not None:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        _DISK.append(Path(directory))
+
+
+@functools.cache
+def _versions() -> tuple[str, ...]:
+    from importlib.metadata import version
+
+    return (str(DISK_FORMAT), *(version(d) for d in ("textworld", "fast-downward-textworld",
+                                                      "tatsu")))
+
+
+def _disk_path(name: str, key: Any) -> Path | None:
+    if not _DISK:
+        return None
+    digest = hashlib.sha256(pickle.dumps((name, _versions(), key), protocol=4)).hexdigest()
+    return _DISK[0] / f"{name}-{digest[:32]}.pickle"
+
+
+def _disk_read(path: Path | None) -> tuple[Any, bytes | None]:
+    """``(value, its pickle)`` stored at ``path``, or ``(None, None)``."""
+    if path is None:
+        return None, None
+    try:
+        blob = path.read_bytes()
+        return pickle.loads(blob), blob
+    except Exception:  # noqa: BLE001 - missing or damaged: recompute
+        return None, None
+
+
+def _disk_write(path: Path | None, blob: bytes) -> None:
+    if path is None:
+        return
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, path)
+    except OSError:  # a read-only or full disk only costs the speed-up
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _memoised(fn: Callable[..., Any], copies: bool, name: str, persist: bool
+              ) -> Callable[..., Any]:
     cache: dict[Any, Any] = {}
 
     def cached(*args: Any, **kwargs: Any) -> Any:
@@ -44,12 +123,23 @@ def _memoised(fn: Callable[..., Any], copies: bool) -> Callable[..., Any]:
             hit = cache.get(key)
         except TypeError:  # an unhashable argument: no caching
             return fn(*args, **kwargs)
-        if hit is None:
-            hit = fn(*args, **kwargs)
-            if len(cache) >= MAX_ENTRIES:
-                cache.clear()
-            cache[key] = hit
-        return copy.deepcopy(hit) if copies else hit
+        if hit is not None:
+            return pickle.loads(hit) if copies else hit
+        path = _disk_path(name, key) if persist else None
+        value, blob = _disk_read(path)
+        if blob is None:
+            value = fn(*args, **kwargs)
+            if copies or path is not None:
+                blob = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+                _disk_write(path, blob)
+        if len(cache) >= MAX_ENTRIES:
+            cache.clear()
+        if not copies:
+            cache[key] = value
+            return value
+        assert blob is not None
+        cache[key] = blob  # kept pickled: each call unpickles a fresh deep copy
+        return pickle.loads(blob)
 
     cached.__wrapped__ = fn  # type: ignore[attr-defined]
     return cached
@@ -65,6 +155,41 @@ def _shallow_copy_context(context: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+_DERIVED: weakref.WeakKeyDictionary[Any, tuple[dict[Any, int], dict[Any, str]]] = (
+    weakref.WeakKeyDictionary())
+"""Per loaded grammar: ``(number of each distinct fact set and mapping, derived text by
+(start symbol, fact-set number, mapping number))``: a state's facts are held once, as a
+tuple in hash order."""
+
+
+def _memoised_derive(derive: Callable[..., str]) -> Callable[..., str]:
+    def cached(grammar: Any, start: str, context: Any = None) -> str:
+        if context is None:
+            return derive(grammar, start)
+        try:  # sorted by hash: equal keys are equal sets (a tie in order only misses)
+            facts = tuple(sorted(context["facts"], key=hash))
+            mapping = tuple(sorted(context["mapping"].items(), key=hash))
+        except (KeyError, TypeError):  # not the engine's usual context: no caching
+            return derive(grammar, start, context)
+        memo = _DERIVED.get(grammar)
+        if memo is None:
+            memo = _DERIVED[grammar] = ({}, {})
+        numbers, texts = memo
+        key = (start, numbers.setdefault(facts, len(numbers)),
+               numbers.setdefault(mapping, len(numbers)))
+        hit = texts.get(key)
+        if hit is None:
+            hit = sys.intern(derive(grammar, start, context))
+            if len(texts) >= MAX_ENTRIES:
+                numbers.clear()
+                texts.clear()
+            texts[key] = hit
+        return hit
+
+    cached.__wrapped__ = derive  # type: ignore[attr-defined]
+    return cached
+
+
 def install() -> None:
     """Memoise the engine's parsers and PDDL translator and use the shallow context copy
     in this process (idempotent)."""
@@ -73,18 +198,25 @@ def install() -> None:
     import textworld.envs.pddl.textgen as textgen
     import textworld.logic as logic
 
-    targets = (("textgen", textgen, "_parse_and_convert", True),
-               ("pddl_logic", pddl_logic, "_parse_and_convert", True),
-               ("logic", logic, "_parse_and_convert", True),
-               ("pddl2sas", fast_downward, "pddl2sas", False))
-    for name, module, attr, copies in targets:
+    targets = (("textgen", textgen, "_parse_and_convert", True, False),
+               ("pddl_logic", pddl_logic, "_parse_and_convert", True, True),
+               ("logic", logic, "_parse_and_convert", True, False),
+               ("pddl2sas", fast_downward, "pddl2sas", False, True))
+    for name, module, attr, copies, persist in targets:
         if name not in _ORIGINALS:
             original = getattr(module, attr)
             _ORIGINALS[name] = (module, attr, original)
-            setattr(module, attr, _memoised(original, copies))
+            setattr(module, attr, _memoised(original, copies, name, persist))
     if "copy_context" not in _ORIGINALS:
         _ORIGINALS["copy_context"] = (textgen, "copy_context", textgen.copy_context)
         textgen.copy_context = _shallow_copy_context
+    if "derive" not in _ORIGINALS:
+        grammar_cls = textgen.ContextSensitiveGrammar
+        _ORIGINALS["derive"] = (grammar_cls, "derive", grammar_cls.derive)
+        grammar_cls.derive = _memoised_derive(grammar_cls.derive)
+    if "check_flag" not in _ORIGINALS:
+        _ORIGINALS["check_flag"] = (textgen, "check_flag", textgen.check_flag)
+        textgen.check_flag = functools.lru_cache(maxsize=None)(textgen.check_flag)
 
 
 def uninstall() -> None:

@@ -40,16 +40,21 @@ if TYPE_CHECKING:
 
 TRAIN_TAG = 0x7A1
 EVAL_TAG = 0xE7A
+ENGINE_CACHE = ".engines"
+"""Folder of a game set holding its engines' load-time results (see :mod:`.speedups`)."""
 
 
 class Trainer:
     """Policy, frozen reference, optimiser, generators and step counter of one run."""
 
     def __init__(self, run: RunConfig, games: GameSet, estimator: Any = None) -> None:
+        from ccpo_lab.backends.local import speedups
         from ccpo_lab.estimators import get_estimator
 
         self.run = run
         self.games = games
+        # the engines of these games load from files the first run to load them wrote
+        speedups.use_disk_cache(games.root / ENGINE_CACHE)
         p, cfg = run.protocol, run.backend.local
         self.prompts = PromptSettings(p.history_length, p.max_prompt_length, cfg.vocab_size)
         self.tgen = torch.Generator().manual_seed(int(run.seed) * 1_000_003 + TRAIN_TAG)
@@ -83,7 +88,7 @@ class Trainer:
         stats = warm_start(self.policy, self.games.train, self.train_pool, self.prompts,
                            cfg.warmstart_demos, cfg.warmstart_epochs, cfg.warmstart_lr,
                            self.run.seed, self.tgen)
-        self.timer.policy += time.perf_counter() - t0
+        self.timer.add("warm_start", time.perf_counter() - t0)
         self.ref = self._frozen_copy()
         return stats
 
@@ -119,10 +124,11 @@ class Trainer:
         uids = [f"{step}-{slot}" for slot in range(b)]
         self.policy.eval()
         episodes: list[Episode] = []
+        logits_cache: dict = {}  # the policy does not change within a step's rollouts
         for r in range(p.group_size):
             episodes += play(self.policy, self.train_pool, games, uids, [r] * b,
                              p.train_temperature, self.rng, self.prompts, self.timer,
-                             slots=[0] * b)
+                             slots=[0] * b, logits_cache=logits_cache)
         return episodes
 
     def evaluate(self, step: int) -> dict[str, float]:
@@ -158,12 +164,16 @@ class Trainer:
         chosen = torch.tensor([turn.chosen for _, _, turn in rows], dtype=torch.int64)
         old_logp = torch.tensor([turn.logprob for _, _, turn in rows], dtype=torch.float32)
         ref_logp, phi = self._reference(inputs, chosen)
+        t1 = time.perf_counter()
+        self.timer.add("reference", t1 - t0)
         adv, diag = self._advantages(rows, phi)
         metrics.update({f"adv/{name}": float(v) for name, v in diag.items()})
+        t2 = time.perf_counter()
+        self.timer.add("estimator", t2 - t1)
         metrics.update(ppo_update(self.policy, self.optim,
                                   UpdateBatch(inputs, chosen, old_logp, ref_logp, adv),
                                   self.run.protocol, self.tgen))
-        self.timer.policy += time.perf_counter() - t0
+        self.timer.add("update", time.perf_counter() - t2)
         self.step = k
         return metrics
 
@@ -171,7 +181,7 @@ class Trainer:
                    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Reference log-probs (N,) and ``phi`` (N, H): the frozen encoder's last state."""
         logps, phis = [], []
-        with torch.no_grad():
+        with torch.inference_mode():
             for s in range(0, len(chosen), chunk):
                 rows = torch.arange(s, min(s + chunk, len(chosen)))
                 logits, h = self.ref(inputs.select(rows))

@@ -134,6 +134,42 @@ def test_engine_speedups_change_nothing(games: GameSet) -> None:
     assert transcript(games, seed=5) == plain
 
 
+def test_engines_loaded_from_the_disk_cache_play_the_same_text(games: GameSet,
+                                                                tmp_path: Path) -> None:
+    code = ("import sys, hashlib; from pathlib import Path; "
+            "from ccpo_lab.backends.local import speedups; "
+            "from ccpo_lab.backends.local.games import load_game_set; "
+            "from tests.backends.local.test_env import transcript; "
+            "speedups.use_disk_cache(Path(sys.argv[2])); "
+            "print(hashlib.sha256(transcript(load_game_set(Path(sys.argv[1])), 5)"
+            ".encode()).hexdigest())")
+    repo = Path(__file__).resolve().parents[3]
+    disk = tmp_path / "engines"
+
+    def play() -> str:
+        out = subprocess.run([sys.executable, "-c", code, str(games.root), str(disk)],
+                             cwd=repo, capture_output=True, text=True, check=True)
+        return out.stdout.strip()
+
+    def files() -> dict[str, int]:
+        return {p.name: p.stat().st_ino for p in disk.iterdir()}
+
+    speedups.uninstall()
+    try:
+        stock = hashlib.sha256(transcript(games, seed=5, fast=False).encode()).hexdigest()
+    finally:
+        speedups.install()
+    assert play() == stock  # computes and writes the load-time results
+    written = files()
+    assert {n.split("-")[0] for n in written} == {"pddl_logic", "pddl2sas"}
+    assert play() == stock  # reads them: nothing is rewritten
+    assert files() == written
+    damaged = sorted(written)[0]
+    (disk / damaged).write_bytes(b"not a pickle")
+    assert play() == stock  # a damaged file is recomputed and replaced
+    assert files().keys() == written.keys() and files()[damaged] != written[damaged]
+
+
 def test_sys_argv_survives_the_translator(games: GameSet) -> None:
     before = list(sys.argv)
     env = AlfworldEnv(games.train, max_steps=5)
