@@ -80,19 +80,16 @@ def _parse_time(text: Any) -> float | None:
 
 
 def _metrics_tail(rd: RunDir) -> tuple[int, float | None, str]:
-    from ccpo_lab.runs.metrics import MetricsFormatError, read_metrics
+    """Last step, last held-out value and a note on lines not used, read incrementally
+    (:func:`ccpo_lab.runs.metrics.tail_metrics`: a watch re-reads only appended bytes)."""
+    from ccpo_lab.runs.metrics import tail_metrics
 
     try:
-        rows = read_metrics(rd.metrics)
-    except (MetricsFormatError, OSError, UnicodeDecodeError) as e:
+        t = tail_metrics(rd.metrics, VAL_METRIC)
+    except OSError as e:
         return 0, None, f"metrics unreadable: {e}"
-    step = max((int(r["step"]) for r in rows), default=0)
-    val = None
-    for r in rows:
-        v = r["data"].get(VAL_METRIC)
-        if isinstance(v, int | float):
-            val = float(v)
-    return step, val, ""
+    _, place = rd.place_problem()
+    return t.last_step, t.last_value, "; ".join(x for x in (place, t.note) if x)
 
 
 def tracker(kind: Any) -> type[Launcher]:
@@ -142,7 +139,8 @@ def collect_status(sweep_dir: str | Path, runs: Sequence[RunDir] | None = None, 
         elapsed = None if start is None or end is None else max(0.0, end - start)
         failed = shown.state == "failed"
         out.append(RunStatus(
-            path=rd.path, arm=str(info.get("arm", rd.arm)), seed=int(info.get("seed", -1)),
+            path=rd.path, arm=str(info.get("arm", rd.arm)),
+            seed=int(info.get("seed", -1 if rd.seed is None else rd.seed)),
             state=shown.state, file_state=file_state, launcher=kind,
             job_id=track.job_label(job, st), scheduler=sched, step=step,
             total=int(st.get("total_steps") or 0), last_val=val, elapsed_s=elapsed,

@@ -2,20 +2,22 @@
 
 For each run: ``run.json`` (run id, step-1 fingerprint, backend, import record),
 ``state.json``, the ``protocol`` and ``backend`` sections of ``config.yaml``, and from
-``metrics.jsonl`` only the lines that carry a requested metric (training-only lines are
-never parsed). A 1,000-run sweep is read in a fraction of a second: distinct
-configuration sections are parsed once, and the selected metric lines of a file are
-decoded in one call (orjson when installed, as verl's file logger uses it). A selected line
-that does not parse makes the reader fall back to
-:func:`ccpo_lab.runs.metrics.read_metrics`, which names the bad line; a malformed line that
-carries no requested metric is not looked at (``ccpo-lab sync`` reads every line).
+``metrics.jsonl`` the requested metrics. A 1,000-run sweep is read in a fraction of a
+second: distinct configuration sections are parsed once; a metrics file is checked whole
+with byte counts (every line an object, valid UTF-8), and only the lines that can carry a
+requested metric are decoded, in one call (orjson when installed, as verl's file logger
+uses it). Anything unclear (a line cut short, invalid UTF-8, a requested value that is not
+a finite number, a step logged twice) is read again line by line
+(:class:`ccpo_lab.runs.metrics.MetricsScan`) to name its file, line and why: a run with a
+line that is not a row, or with a requested value that is not a finite number, is left
+out with that reason; a cut-off last line is not used and is said.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,14 @@ import numpy as np
 
 from ccpo_lab.report.discover import FoundRun
 from ccpo_lab.runs.layout import RunDir
-from ccpo_lab.runs.metrics import MetricsFormatError, read_metrics
+from ccpo_lab.runs.metrics import (
+    MAX_STEP,
+    LineProblem,
+    MetricsFormatError,
+    MetricsScan,
+    fast_loads,
+    value_problem,
+)
 
 Series = tuple[np.ndarray, np.ndarray]
 """``(steps, values)``: int64 (n,), float64 (n,), sorted by step."""
@@ -87,6 +96,20 @@ class RunData:
     """A line for the report (several directories for this (arm, seed), ...)."""
     error: str | None = None
     """Why the run could not be read (then it carries no series)."""
+    file_notes: tuple[FileNote, ...] = ()
+    """Lines of its files that were not used, or used with a caveat."""
+
+
+@dataclass(frozen=True)
+class FileNote:
+    """A line of a run file the report did not use as it stands, and why."""
+
+    text: str
+    """What, for a person."""
+    file: Path
+    """The file."""
+    line: int | None = None
+    """The line (1-based), when one."""
 
 
 def _top_level_blocks(text: str) -> dict[str, str]:
@@ -144,13 +167,6 @@ def read_config_sections(path: Path) -> dict[str, Any]:
     return out
 
 
-_loads: Callable[[bytes | str], Any]
-try:  # verl's own file logger writes with orjson (a verl dependency); 6x faster to read
-    from orjson import loads as _loads
-except ImportError:  # pragma: no cover - json is the fallback
-    _loads = json.loads
-
-
 def _prefix(name: str) -> bytes:
     """What a line carrying ``name`` must contain: its JSON key up to the first '/'."""
     token = json.dumps(name).encode()
@@ -172,50 +188,144 @@ def _select_lines(data: bytes, prefixes: set[bytes]) -> list[bytes]:
     return [found[k] for k in sorted(found)]
 
 
-def _last_step(data: bytes) -> int | None:
-    """Step of the last line that parses (a line cut off mid-write is skipped)."""
-    end = len(data)
-    for _ in range(3):
-        start = data.rfind(b"\n", 0, max(end - 1, 0)) + 1
-        line = data[start:end].strip()
-        try:
-            step = _loads(line).get("step") if line else None
-        except (ValueError, AttributeError):
-            step = None
-        if isinstance(step, int):
-            return step
-        if start == 0:
-            return None
-        end = start
-    return None
+def _every_line_an_object(data: bytes) -> bool:
+    """Whether every line of ``data`` (complete lines only) is valid UTF-8 that starts with
+    '{' and ends with '}': a line cut short, a blank or a foreign line fails it. Counted with
+    C-speed byte searches, so a clean file costs no Python loop."""
+    n = data.count(b"\n")
+    starts = int(data[:1] == b"{") + data.count(b"\n{") - int(data.endswith(b"\n{"))
+    if starts != n or data.count(b"}\n") != n:
+        return False
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
-def read_series(path: Path, names: Sequence[str]) -> tuple[dict[str, Series], int | None]:
-    """The series of ``names`` in a metrics file, and its last step.
+@dataclass(frozen=True)
+class SeriesRead:
+    """What :func:`read_run_series` read from a metrics file."""
 
-    Only lines that can carry one of the names are decoded (found by byte search, so
-    training-only lines cost nothing). A missing file gives ({}, None). Raises
-    :class:`MetricsFormatError` for a malformed line that is not a cut-off last line.
+    series: dict[str, Series]
+    """Requested metrics that were logged."""
+    last_step: int | None
+    """Largest step of a row, None when there is none."""
+    partial: LineProblem | None = None
+    """A last line without its line end (not used)."""
+    repeated: tuple[str, ...] = ()
+    """Steps that carry a requested metric more than once (the last row is used), as
+    ``step S (lines a, b)``."""
+
+
+class _Unclear(Exception):
+    """The quick read met something it cannot explain: read line by line."""
+
+
+def _quick(data: bytes, names: Sequence[str]) -> tuple[list[tuple[int, dict]], int | None]:
+    """``[(step, data)]`` of the lines that can carry ``names`` (found by byte search, so
+    training-only lines are never decoded), and the last line's step. Raises
+    :class:`_Unclear` at any line that is not a clean row."""
+    if not _every_line_an_object(data):
+        raise _Unclear
+    picked = _select_lines(data, {_prefix(n) for n in names})
+    try:
+        rows = fast_loads(b"[" + b",".join(picked) + b"]")
+        last = fast_loads(data[data.rfind(b"\n", 0, len(data) - 1) + 1:]) if data else None
+    except ValueError:
+        raise _Unclear from None
+    out = []
+    for r in rows if last is None else [*rows, last]:
+        step = r.get("step")
+        if type(step) is not int or not 0 <= step <= MAX_STEP or type(r.get("data")) is not dict:
+            raise _Unclear
+        out.append((step, r["data"]))
+    return out[: len(rows)], None if last is None else int(last["step"])
+
+
+def _collect(values: Sequence[tuple[int, dict]], names: Sequence[str]
+             ) -> tuple[dict[str, dict[int, float]], list[int]]:
+    """Per name, ``step -> value``; and the steps met more than once. Raises
+    :class:`_Unclear` at a value that is not a finite number."""
+    by_name: dict[str, dict[int, float]] = {n: {} for n in names}
+    seen: set[int] = set()
+    repeated = []
+    for step, row in values:
+        carries = False
+        for n in names:
+            v = row.get(n, _ABSENT)
+            if v is _ABSENT:
+                continue
+            if value_problem(v) is not None:
+                raise _Unclear
+            by_name[n][step] = v
+            carries = True
+        if carries:
+            if step in seen:
+                repeated.append(step)
+            seen.add(step)
+    return by_name, repeated
+
+
+_ABSENT = object()
+
+
+def _slow(path: Path, names: Sequence[str]) -> tuple[list[tuple[int, dict]], int | None,
+                                                     dict[int, list[int]]]:
+    """Every row, line by line: raises :class:`MetricsFormatError` naming the first line
+    that is not a row, or whose value of a requested metric is not a finite number.
+    Returns the rows carrying ``names``, the largest step, and the lines of each step."""
+    scan = MetricsScan(path)
+    values: list[tuple[int, dict]] = []
+    last: int | None = None
+    lines: dict[int, list[int]] = {}
+    for row in scan:
+        last = row.step if last is None else max(last, row.step)
+        carried = {n: row.data[n] for n in names if n in row.data}
+        for n, v in carried.items():
+            why = value_problem(v)
+            if why is not None:
+                scan.problem(row.line, f"{n}: {why}")
+        if carried:
+            values.append((row.step, row.data))
+            lines.setdefault(row.step, []).append(row.line)
+    err = scan.error()
+    if err is not None:
+        raise err
+    return values, last, lines
+
+
+def read_run_series(path: Path, names: Sequence[str]) -> SeriesRead:
+    """The series of ``names`` in a metrics file, its last step and what was not used.
+
+    A clean file is read quickly: whole-file byte checks, then only the lines that can
+    carry one of the names are decoded. Anything else (a line cut short, invalid UTF-8,
+    a value of a requested metric that is not a finite number, a step logged twice) is
+    read again line by line to name it. A missing file gives an empty read.
+
+    Raises:
+        MetricsFormatError: a complete line that is not a row, or a requested metric's
+            value that is not a finite number (its file, line and why).
     """
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return {}, None
-    complete = data[: data.rfind(b"\n") + 1]  # a cut-off last line is read_metrics' business
-    picked = _select_lines(complete, {_prefix(n) for n in names})
+        return SeriesRead({}, None)
+    complete = data[: data.rfind(b"\n") + 1]
+    tail = data[len(complete):]
+    partial = None
+    if tail.strip():
+        partial = LineProblem(path, complete.count(b"\n") + 1, "the last line has no line end "
+                              "(a write in progress, or cut off): not used")
+    lines: dict[int, list[int]] = {}
     try:
-        rows = _loads(b"[" + b",".join(picked) + b"]")
-        values = [(int(r["step"]), r["data"]) for r in rows]
-        if any(not isinstance(d, dict) for _, d in values) or len(complete) < len(data):
-            raise TypeError
-    except (ValueError, KeyError, TypeError):
-        values = [(r["step"], r["data"]) for r in read_metrics(path)]
-    by_name: dict[str, dict[int, float]] = {n: {} for n in names}
-    for step, row in values:
-        for n in names:
-            v = row.get(n)
-            if v is not None:
-                by_name[n][step] = v
+        values, last = _quick(complete, names)
+        by_name, again = _collect(values, names)
+        if again:
+            raise _Unclear
+    except _Unclear:
+        values, last, lines = _slow(path, names)
+        by_name, again = _collect(values, names)
     out: dict[str, Series] = {}
     for n, d in by_name.items():
         if d:
@@ -223,11 +333,18 @@ def read_series(path: Path, names: Sequence[str]) -> tuple[dict[str, Series], in
             vals = np.fromiter(d.values(), dtype=np.float64, count=len(d))
             order = np.argsort(steps, kind="stable")
             out[n] = (steps[order], vals[order])
-    last = _last_step(data)
     max_parsed = max((s for s, _ in values), default=None)
     if max_parsed is not None and (last is None or max_parsed > last):
         last = max_parsed
-    return out, last
+    repeated = tuple(f"step {s} (lines {', '.join(map(str, lines.get(s, [])))})"
+                     for s in sorted(set(again)))
+    return SeriesRead(out, last, partial, repeated)
+
+
+def read_series(path: Path, names: Sequence[str]) -> tuple[dict[str, Series], int | None]:
+    """``(series, last step)`` of :func:`read_run_series`."""
+    r = read_run_series(path, names)
+    return r.series, r.last_step
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -277,7 +394,8 @@ def load_run(found: FoundRun, metrics: Sequence[str]) -> RunData:
         protocol=protocol, total_steps=total, n_episodes=episodes, state=state.get("state"),
         note=found.superseded_note)
     try:
-        series, last = read_series(rd.metrics, names)
+        got = read_run_series(rd.metrics, names)
+        series, last = got.series, got.last_step
         from_training = False
         if VAL_TURNS not in series and last is not None:
             train, _ = read_series(rd.metrics, [TRAIN_TURNS])
@@ -288,4 +406,11 @@ def load_run(found: FoundRun, metrics: Sequence[str]) -> RunData:
         return RunData(**base, last_step=None, error=str(e))
     if N_EPISODES in series:
         base["n_episodes"] = int(series[N_EPISODES][1][-1])
-    return RunData(**base, last_step=last, series=series, turns_from_training=from_training)
+    notes = [FileNote(f"line {got.partial.line} (the last) has no line end (a write in "
+                      "progress, or cut off): not used", rd.metrics, got.partial.line)
+             ] if got.partial else []
+    if got.repeated:
+        notes.append(FileNote(f"{len(got.repeated)} step(s) logged more than once, the last "
+                              f"row of each used: {'; '.join(got.repeated[:3])}", rd.metrics))
+    return RunData(**base, last_step=last, series=series, turns_from_training=from_training,
+                   file_notes=tuple(notes))

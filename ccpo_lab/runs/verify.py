@@ -36,6 +36,9 @@ class SeedCheck:
     """Fingerprint of every arm of the seed (None: not recorded)."""
     divergences: dict[str, Divergence | str] = field(default_factory=dict)
     """Arm -> first divergence from the reference (or why it cannot be located)."""
+    left_out: tuple[str, ...] = ()
+    """Directories of this seed that are not runs of their place, each as
+    ``<arm>/<dir>: left out: why`` (their arms are not compared)."""
 
     @property
     def missing(self) -> list[str]:
@@ -44,8 +47,10 @@ class SeedCheck:
 
     @property
     def ok(self) -> bool:
-        """Whether this seed passes (identical, or a single arm that has a fingerprint)."""
-        return self.status == "identical" or (self.status == "single" and not self.missing)
+        """Whether this seed passes (identical, or a single arm that has a fingerprint, and
+        no directory of the seed left out)."""
+        return not self.left_out and (
+            self.status == "identical" or (self.status == "single" and not self.missing))
 
 
 @dataclass(frozen=True)
@@ -125,34 +130,46 @@ def verify_sweep(sweep_dir: str | Path, reference: str | None = None) -> list[Se
     """
     from ccpo_lab.errors import UserError
 
-    root, manifest, newest, arms = load_sweep_runs(sweep_dir)
+    found = load_sweep_runs(sweep_dir)
+    manifest, newest, arms = found.manifest, found.newest, found.arms
     ref = reference or manifest.get("analysis", {}).get("reference") or arms[0]
     if reference is not None and reference not in arms:
         raise UserError("reference arm has no runs in this sweep directory", key="reference",
                         value=reference, valid=arms)
+    left: dict[int, list[str]] = {}
+    for x in found.left_out:
+        left.setdefault(x.seed, []).append(x.text)
     checks = []
-    for seed in sorted({k for _, k in newest}):
-        present = [a for a in arms if (a, seed) in newest]
-        fps = {a: _fingerprint(RunDir(newest[(a, seed)].path).read_run()) for a in present}
-        seed_ref = ref if ref in present else present[0]
-        ref_fp = fps[seed_ref]
-        distinct = {fp for fp in fps.values() if fp is not None}
-        divergences: dict[str, Divergence | str] = {}
-        if len(distinct) > 1:
-            status: SeedStatus = "different"
-            base = seed_ref if ref_fp is not None else next(a for a in present if fps[a])
-            for a in present:
-                if fps[a] is not None and fps[a] != fps[base]:
-                    divergences[a] = _locate(newest[(base, seed)].path, newest[(a, seed)].path)
-            seed_ref = base
-        elif len(present) == 1:
-            status = "single"
-        elif any(fp is None for fp in fps.values()):
-            status = "missing"
-        else:
-            status = "identical"
-        checks.append(SeedCheck(seed, status, seed_ref, fps, divergences))
+    for seed in sorted({k for _, k in newest} | set(left)):
+        dirs = {a: newest[(a, seed)].path for a in arms if (a, seed) in newest}
+        checks.append(_check_seed(seed, dirs, ref, tuple(left.get(seed, ()))))
     return checks
+
+
+def _check_seed(seed: int, dirs: Mapping[str, Path], ref: str, left_out: tuple[str, ...]
+                ) -> SeedCheck:
+    """The verdict of one seed over its arms' run directories (``arm -> directory``)."""
+    present = list(dirs)
+    if not present:
+        return SeedCheck(seed, "missing", ref, {}, left_out=left_out)
+    fps = {a: _fingerprint(RunDir(dirs[a]).read_run()) for a in present}
+    seed_ref = ref if ref in present else present[0]
+    distinct = {fp for fp in fps.values() if fp is not None}
+    divergences: dict[str, Divergence | str] = {}
+    if len(distinct) > 1:
+        status: SeedStatus = "different"
+        base = seed_ref if fps[seed_ref] is not None else next(a for a in present if fps[a])
+        for a in present:
+            if fps[a] is not None and fps[a] != fps[base]:
+                divergences[a] = _locate(dirs[base], dirs[a])
+        seed_ref = base
+    elif len(present) == 1:
+        status = "single"
+    elif any(fp is None for fp in fps.values()):
+        status = "missing"
+    else:
+        status = "identical"
+    return SeedCheck(seed, status, seed_ref, fps, divergences, left_out)
 
 
 def _clip(text: Any, width: int = 160) -> str:
@@ -187,29 +204,37 @@ def format_checks(checks: Sequence[SeedCheck]) -> list[str]:
     """The human-readable verification, one block per seed."""
     out = []
     for c in checks:
-        n = len(c.fingerprints)
-        if c.status == "identical":
-            fp = next(iter(c.fingerprints.values()))
-            out.append(f"seed {c.seed}: identical ({n} arms, fingerprint {(fp or '')[:12]})")
-            continue
-        if c.status == "single":
-            (arm, fp), = c.fingerprints.items()
-            what = f"fingerprint {fp[:12]}" if fp else "NO fingerprint"
-            out.append(f"seed {c.seed}: only {arm} ({what}): nothing to compare")
-            continue
-        if c.status == "different":
-            groups: dict[str | None, list[str]] = {}
-            for a, fp in c.fingerprints.items():
-                groups.setdefault(fp, []).append(a)
-            desc = "; ".join(f"{(fp or 'none')[:12]}: {', '.join(arms)}"
-                             for fp, arms in groups.items())
-            out.append(f"seed {c.seed}: DIFFERENT ({desc})")
-            for arm, div in c.divergences.items():
-                out.extend(format_divergence(c.reference, arm, div))
-        if c.missing:
-            if c.status == "missing":
-                out.append(f"seed {c.seed}: NOT VERIFIED ({n - len(c.missing)} of {n} arms agree)")
-            out.append(f"  missing fingerprint: {', '.join(c.missing)} (run.json has no "
-                       "step1.fingerprint: the run has not reached step 1, or its backend did "
-                       "not record it)")
+        out.extend(_format_check(c))
+        out.extend(f"  {text}" for text in c.left_out)
+    return out
+
+
+def _format_check(c: SeedCheck) -> list[str]:
+    """The lines of one seed's verdict (without its directories left out)."""
+    n = len(c.fingerprints)
+    if not c.fingerprints:
+        return [f"seed {c.seed}: NOT VERIFIED (no usable run directory)"]
+    if c.status == "identical":
+        fp = next(iter(c.fingerprints.values()))
+        return [f"seed {c.seed}: identical ({n} arms, fingerprint {(fp or '')[:12]})"]
+    if c.status == "single":
+        (arm, fp), = c.fingerprints.items()
+        what = f"fingerprint {fp[:12]}" if fp else "NO fingerprint"
+        return [f"seed {c.seed}: only {arm} ({what}): nothing to compare"]
+    out: list[str] = []
+    if c.status == "different":
+        groups: dict[str | None, list[str]] = {}
+        for a, fp in c.fingerprints.items():
+            groups.setdefault(fp, []).append(a)
+        desc = "; ".join(f"{(fp or 'none')[:12]}: {', '.join(arms)}"
+                         for fp, arms in groups.items())
+        out.append(f"seed {c.seed}: DIFFERENT ({desc})")
+        for arm, div in c.divergences.items():
+            out.extend(format_divergence(c.reference, arm, div))
+    if c.missing:
+        if c.status == "missing":
+            out.append(f"seed {c.seed}: NOT VERIFIED ({n - len(c.missing)} of {n} arms agree)")
+        out.append(f"  missing fingerprint: {', '.join(c.missing)} (run.json has no "
+                   "step1.fingerprint: the run has not reached step 1, or its backend did "
+                   "not record it)")
     return out
