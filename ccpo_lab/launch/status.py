@@ -92,6 +92,13 @@ def _metrics_tail(rd: RunDir) -> tuple[int, float | None, str]:
     return t.last_step, t.last_value, "; ".join(x for x in (place, t.note) if x)
 
 
+def _own_run(rd: RunDir) -> dict[str, Any]:
+    """``run.json`` when it is this directory's own ({} when missing, unreadable, or copied
+    from elsewhere: the row then shows the directory's place, and the note says why)."""
+    run, problem = rd.place_problem()
+    return run if problem is None else {}
+
+
 def tracker(kind: Any) -> type[Launcher]:
     """The launcher class of a ``job.json``'s kind (the base class, whose trackers know no
     scheduler, when none or unknown)."""
@@ -119,7 +126,7 @@ def collect_status(sweep_dir: str | Path, runs: Sequence[RunDir] | None = None, 
     ``scheduler``: ask each launcher's scheduler (one short query per kind).
     """
     dirs = list(runs) if runs is not None else SweepDir(Path(sweep_dir)).run_dirs()
-    infos = [(rd, rd.read_run(), rd.read_state(), rd.read_job()) for rd in dirs]
+    infos = [(rd, _own_run(rd), rd.read_state(), rd.read_job()) for rd in dirs]
     states = _scheduler_states([j for *_, j in infos], scheduler)
     now = datetime.now(timezone.utc).timestamp()
     out = []

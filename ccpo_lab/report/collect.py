@@ -3,14 +3,14 @@
 For each run: ``run.json`` (run id, step-1 fingerprint, backend, import record),
 ``state.json``, the ``protocol`` and ``backend`` sections of ``config.yaml``, and from
 ``metrics.jsonl`` the requested metrics. A 1,000-run sweep is read in a fraction of a
-second: distinct configuration sections are parsed once; a metrics file is checked whole
-with byte counts (every line an object, valid UTF-8), and only the lines that can carry a
-requested metric are decoded, in one call (orjson when installed, as verl's file logger
-uses it). Anything unclear (a line cut short, invalid UTF-8, a requested value that is not
-a finite number, a step logged twice) is read again line by line
-(:class:`ccpo_lab.runs.metrics.MetricsScan`) to name its file, line and why: a run with a
-line that is not a row, or with a requested value that is not a finite number, is left
-out with that reason; a cut-off last line is not used and is said.
+second: distinct configuration sections are parsed once; a metrics file is read in chunks
+and each chunk decoded in one call (orjson when installed, as verl's file logger uses
+it), so every line is checked at C speed and memory stays near a chunk. Anything unclear
+(a line cut short, invalid UTF-8, a requested value that is not a finite number, a step
+logged twice) is read again line by line (:class:`ccpo_lab.runs.metrics.MetricsScan`) to
+name its file, line and why: a run with a line that is not a row, or with a requested
+value that is not a finite number, is left out with that reason; a cut-off last line is
+not used and is said.
 """
 
 from __future__ import annotations
@@ -167,42 +167,6 @@ def read_config_sections(path: Path) -> dict[str, Any]:
     return out
 
 
-def _prefix(name: str) -> bytes:
-    """What a line carrying ``name`` must contain: its JSON key up to the first '/'."""
-    token = json.dumps(name).encode()
-    cut = token.find(b"/")
-    return token[: cut + 1] if cut > 0 else token
-
-
-def _select_lines(data: bytes, prefixes: set[bytes]) -> list[bytes]:
-    """Complete lines of ``data`` containing one of ``prefixes``, in file order."""
-    found: dict[int, bytes] = {}
-    for pre in prefixes:
-        pos = 0
-        while (i := data.find(pre, pos)) >= 0:
-            start = data.rfind(b"\n", 0, i) + 1
-            end = data.find(b"\n", i)
-            end = len(data) if end < 0 else end
-            found.setdefault(start, data[start:end])
-            pos = end + 1
-    return [found[k] for k in sorted(found)]
-
-
-def _every_line_an_object(data: bytes) -> bool:
-    """Whether every line of ``data`` (complete lines only) is valid UTF-8 that starts with
-    '{' and ends with '}': a line cut short, a blank or a foreign line fails it. Counted with
-    C-speed byte searches, so a clean file costs no Python loop."""
-    n = data.count(b"\n")
-    starts = int(data[:1] == b"{") + data.count(b"\n{") - int(data.endswith(b"\n{"))
-    if starts != n or data.count(b"}\n") != n:
-        return False
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
 @dataclass(frozen=True)
 class SeriesRead:
     """What :func:`read_run_series` read from a metrics file."""
@@ -222,59 +186,113 @@ class _Unclear(Exception):
     """The quick read met something it cannot explain: read line by line."""
 
 
-def _quick(data: bytes, names: Sequence[str]) -> tuple[list[tuple[int, dict]], int | None]:
-    """``[(step, data)]`` of the lines that can carry ``names`` (found by byte search, so
-    training-only lines are never decoded), and the last line's step. Raises
-    :class:`_Unclear` at any line that is not a clean row."""
-    if not _every_line_an_object(data):
-        raise _Unclear
-    picked = _select_lines(data, {_prefix(n) for n in names})
+CHUNK = 1 << 24
+"""Bytes of a metrics file checked and searched at a time (memory stays near this)."""
+
+
+def _quick_block(data: bytes, end: int, names: Sequence[str]
+                 ) -> tuple[list[tuple[int, dict]], int | None]:
+    """The rows of ``data[:end]`` (complete lines) that carry one of ``names``, each
+    reduced to those names, and the step of its last line. Every line is decoded, in one
+    call (so a line cut short, two lines run together, invalid UTF-8 or a ``NaN`` anywhere
+    are caught); anything that is not a clean row raises :class:`_Unclear`."""
+    if not end:
+        return [], None
     try:
-        rows = fast_loads(b"[" + b",".join(picked) + b"]")
-        last = fast_loads(data[data.rfind(b"\n", 0, len(data) - 1) + 1:]) if data else None
+        rows = fast_loads(b"[" + data[:end - 1].replace(b"\n", b",") + b"]")
     except ValueError:
         raise _Unclear from None
+    wanted = frozenset(names)
     out = []
-    for r in rows if last is None else [*rows, last]:
-        step = r.get("step")
-        if type(step) is not int or not 0 <= step <= MAX_STEP or type(r.get("data")) is not dict:
+    for r in rows:
+        if type(r) is not dict:
             raise _Unclear
-        out.append((step, r["data"]))
-    return out[: len(rows)], None if last is None else int(last["step"])
+        step, row = r.get("step"), r.get("data")
+        if type(step) is not int or not 0 <= step <= MAX_STEP or type(row) is not dict:
+            raise _Unclear
+        carried = row.keys() & wanted  # C-speed: most rows carry none
+        if carried:
+            out.append((step, {n: row[n] for n in carried}))
+    return out, rows[-1]["step"]
+
+
+def _quick(path: Path, names: Sequence[str]
+           ) -> tuple[list[tuple[int, dict]], int | None, LineProblem | None]:
+    """``[(step, {name: value})]`` of the lines that can carry ``names`` (found by byte
+    search, so training-only lines are never decoded), the last line's step, and a last
+    line without its line end. Reads :data:`CHUNK` bytes at a time; raises
+    :class:`_Unclear` at any line that is not a clean row; FileNotFoundError."""
+    values: list[tuple[int, dict]] = []
+    last: int | None = None
+    carry = b""
+    with path.open("rb") as f:
+        while block := f.read(CHUNK):
+            data = carry + block if carry else block
+            end = data.rfind(b"\n") + 1
+            got, step = _quick_block(data, end, names)
+            values += got
+            last = step if step is not None else last
+            carry = data[end:]
+    partial = None
+    if carry.strip():
+        with path.open("rb") as f:
+            n_lines = sum(block.count(b"\n") for block in iter(lambda: f.read(CHUNK), b""))
+        partial = LineProblem(path, n_lines + 1, "the last line has no line end (a write in "
+                              "progress, or cut off): not used")
+    return values, last, partial
 
 
 def _collect(values: Sequence[tuple[int, dict]], names: Sequence[str]
-             ) -> tuple[dict[str, dict[int, float]], list[int]]:
-    """Per name, ``step -> value``; and the steps met more than once. Raises
-    :class:`_Unclear` at a value that is not a finite number."""
-    by_name: dict[str, dict[int, float]] = {n: {} for n in names}
+             ) -> tuple[dict[str, dict[int, Any]], list[int]]:
+    """Per name, ``step -> value`` (the last row of a step wins); and the steps met more
+    than once."""
+    by_name: dict[str, dict[int, Any]] = {n: {} for n in names}
     seen: set[int] = set()
     repeated = []
     for step, row in values:
-        carries = False
-        for n in names:
-            v = row.get(n, _ABSENT)
-            if v is _ABSENT:
-                continue
-            if value_problem(v) is not None:
-                raise _Unclear
+        for n, v in row.items():
             by_name[n][step] = v
-            carries = True
-        if carries:
+        if row:
             if step in seen:
                 repeated.append(step)
             seen.add(step)
     return by_name, repeated
 
 
+_NUMBERS = {int, float, bool}
+
+
+def _arrays(by_name: dict[str, dict[int, Any]]) -> dict[str, Series]:
+    """Sorted ``(steps, values)`` per name; :class:`_Unclear` when a value is not a finite
+    number (checked for all values at once)."""
+    out: dict[str, Series] = {}
+    for n, d in by_name.items():
+        if not d:
+            continue
+        if not set(map(type, d.values())) <= _NUMBERS:
+            raise _Unclear
+        try:
+            vals = np.fromiter(d.values(), dtype=np.float64, count=len(d))
+        except OverflowError:
+            raise _Unclear from None
+        if not np.isfinite(vals).all():
+            raise _Unclear
+        steps = np.fromiter(d.keys(), dtype=np.int64, count=len(d))
+        order = np.argsort(steps, kind="stable")
+        out[n] = (steps[order], vals[order])
+    return out
+
+
 _ABSENT = object()
 
 
-def _slow(path: Path, names: Sequence[str]) -> tuple[list[tuple[int, dict]], int | None,
-                                                     dict[int, list[int]]]:
+def _slow(path: Path, names: Sequence[str]
+          ) -> tuple[list[tuple[int, dict]], int | None, dict[int, list[int]],
+                     LineProblem | None]:
     """Every row, line by line: raises :class:`MetricsFormatError` naming the first line
     that is not a row, or whose value of a requested metric is not a finite number.
-    Returns the rows carrying ``names``, the largest step, and the lines of each step."""
+    Returns the rows carrying ``names`` (reduced to them), the largest step, the lines of
+    each step, and a last line without its line end."""
     scan = MetricsScan(path)
     values: list[tuple[int, dict]] = []
     last: int | None = None
@@ -287,52 +305,40 @@ def _slow(path: Path, names: Sequence[str]) -> tuple[list[tuple[int, dict]], int
             if why is not None:
                 scan.problem(row.line, f"{n}: {why}")
         if carried:
-            values.append((row.step, row.data))
+            values.append((row.step, carried))
             lines.setdefault(row.step, []).append(row.line)
     err = scan.error()
     if err is not None:
         raise err
-    return values, last, lines
+    return values, last, lines, scan.partial
 
 
 def read_run_series(path: Path, names: Sequence[str]) -> SeriesRead:
     """The series of ``names`` in a metrics file, its last step and what was not used.
 
-    A clean file is read quickly: whole-file byte checks, then only the lines that can
-    carry one of the names are decoded. Anything else (a line cut short, invalid UTF-8,
-    a value of a requested metric that is not a finite number, a step logged twice) is
-    read again line by line to name it. A missing file gives an empty read.
+    A clean file is read quickly, :data:`CHUNK` bytes at a time, each chunk decoded in one
+    call and the requested values checked all at once. Anything else (a line cut short,
+    invalid UTF-8, a value of a requested metric that is not a finite number, a step
+    logged twice) is read again line by line to name it. A missing file gives an empty
+    read.
 
     Raises:
         MetricsFormatError: a complete line that is not a row, or a requested metric's
             value that is not a finite number (its file, line and why).
     """
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return SeriesRead({}, None)
-    complete = data[: data.rfind(b"\n") + 1]
-    tail = data[len(complete):]
-    partial = None
-    if tail.strip():
-        partial = LineProblem(path, complete.count(b"\n") + 1, "the last line has no line end "
-                              "(a write in progress, or cut off): not used")
     lines: dict[int, list[int]] = {}
     try:
-        values, last = _quick(complete, names)
+        values, last, partial = _quick(path, names)
         by_name, again = _collect(values, names)
         if again:
             raise _Unclear
+        out = _arrays(by_name)
+    except FileNotFoundError:
+        return SeriesRead({}, None)
     except _Unclear:
-        values, last, lines = _slow(path, names)
+        values, last, lines, partial = _slow(path, names)  # names the line, or is clean
         by_name, again = _collect(values, names)
-    out: dict[str, Series] = {}
-    for n, d in by_name.items():
-        if d:
-            steps = np.fromiter(d.keys(), dtype=np.int64, count=len(d))
-            vals = np.fromiter(d.values(), dtype=np.float64, count=len(d))
-            order = np.argsort(steps, kind="stable")
-            out[n] = (steps[order], vals[order])
+        out = _arrays(by_name)
     max_parsed = max((s for s, _ in values), default=None)
     if max_parsed is not None and (last is None or max_parsed > last):
         last = max_parsed
@@ -347,12 +353,21 @@ def read_series(path: Path, names: Sequence[str]) -> tuple[dict[str, Series], in
     return r.series, r.last_step
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_json(path: Path, notes: list[FileNote] | None = None) -> dict[str, Any]:
+    """A JSON object file ({} when absent or unreadable; an unreadable one is noted)."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except FileNotFoundError:
         return {}
-    return doc if isinstance(doc, dict) else {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        if notes is not None:
+            notes.append(FileNote(f"unreadable ({type(e).__name__}: {e}): not used", path))
+        return {}
+    if not isinstance(doc, dict):
+        if notes is not None:
+            notes.append(FileNote("is not a JSON object: not used", path))
+        return {}
+    return doc
 
 
 def _section(doc: dict[str, Any], key: str) -> dict[str, Any]:
@@ -372,9 +387,13 @@ def load_run(found: FoundRun, metrics: Sequence[str]) -> RunData:
     training turns, flagged) and ``val/n_episodes``.
     """
     rd = RunDir(found.path)
-    run = _read_json(rd.run_json)
-    state = _read_json(rd.state_json)
+    notes: list[FileNote] = []
+    run = _read_json(rd.run_json, notes)
+    state = _read_json(rd.state_json, notes)
     cfg = read_config_sections(rd.config_yaml)
+    if rd.config_yaml.exists() and "protocol" not in cfg:
+        notes.append(FileNote("unreadable or without a protocol section: not used",
+                              rd.config_yaml))
     imported = _section(run, "imported")
     protocol = _section(cfg, "protocol") if isinstance(cfg.get("protocol"), dict) else None
     backend = _section(cfg, "backend")
@@ -403,12 +422,13 @@ def load_run(found: FoundRun, metrics: Sequence[str]) -> RunData:
                 series[VAL_TURNS] = train[TRAIN_TURNS]
                 from_training = True
     except (MetricsFormatError, OSError) as e:
-        return RunData(**base, last_step=None, error=str(e))
+        return RunData(**base, last_step=None, error=str(e), file_notes=tuple(notes))
     if N_EPISODES in series:
         base["n_episodes"] = int(series[N_EPISODES][1][-1])
-    notes = [FileNote(f"line {got.partial.line} (the last) has no line end (a write in "
-                      "progress, or cut off): not used", rd.metrics, got.partial.line)
-             ] if got.partial else []
+    if got.partial:
+        notes.append(FileNote(f"line {got.partial.line} (the last) has no line end (a write "
+                              "in progress, or cut off): not used", rd.metrics,
+                              got.partial.line))
     if got.repeated:
         notes.append(FileNote(f"{len(got.repeated)} step(s) logged more than once, the last "
                               f"row of each used: {'; '.join(got.repeated[:3])}", rd.metrics))

@@ -37,6 +37,7 @@ import json
 import os
 import re
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -439,10 +440,15 @@ def _sync_child(client: Any, exp_id: str, pid: str, root: Path, run: tuple[Any, 
         if changed:
             client.log_batch(child.info.run_id, tags=changed)
 
+    began = time.monotonic()
+
     def progress(values: int, done: float) -> None:
-        if say is not None:
-            say(f"{f.arm} seed {f.seed}: {values:,} metric values sent "
-                f"({100 * done:.0f}% of {rd.metrics.name} read)")
+        if say is None:
+            return
+        spent = time.monotonic() - began
+        eta = f", about {spent * (1 - done) / done / 60:.0f} min left" if done > 0.01 else ""
+        say(f"{f.arm} seed {f.seed}: {values:,} metric values sent in {spent:.0f} s "
+            f"({100 * done:.0f}% of {rd.metrics.name}{eta})")
 
     sent = send_metrics(client, child.info.run_id, rd.metrics,
                         int(child.data.tags.get(SYNCED, -1)), _ms(info.get("created")) or 0,
@@ -483,8 +489,6 @@ def _update_parent(client: Any, pid: str, manifest: Mapping[str, Any], key: str,
     Returns:
         ``(headline numbers logged, whether the report files were logged)``.
     """
-    import time
-
     from mlflow.entities import Metric
 
     parent = client.get_run(pid)

@@ -181,6 +181,8 @@ def test_a_run_copied_from_another_sweep_is_refused(study: Path, tmp_path: Path,
     cap = capsys.readouterr()
     assert "gigpo/seed-5" in cap.out and "arm grpo" in cap.out
     assert "NOT verified" in cap.err
+    rows = {(r.arm, r.path.name): r for r in collect_status(study, scheduler=False)}
+    assert rows[("gigpo", "seed-5")].seed == 5 and "arm grpo" in rows[("gigpo", "seed-5")].note
 
 
 def test_a_deleted_run_json_is_named(study: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -209,3 +211,51 @@ def test_a_run_json_that_disagrees_with_the_manifest_is_refused(study: Path) -> 
     note = _only_note(data, "grpo/seed-2")
     assert "run id" in note["text"]
     assert _arm(data, "grpo")["n_seeds"] == 2
+
+
+def test_an_unreadable_state_or_config_is_named(study: Path) -> None:
+    """The run's other files: what cannot be read is said, not silently taken as absent."""
+    (study / "grpo" / "seed-1" / "state.json").write_text('{"state": "compl')
+    (study / "gigpo" / "seed-0" / "config.yaml").write_text("protocol: [unclosed\n")
+    data = build_report(study).data
+    note = _only_note(data, "grpo seed 1: state.json unreadable")
+    assert note["file"] == str(study / "grpo" / "seed-1" / "state.json")
+    note = _only_note(data, "gigpo seed 0: config.yaml unreadable")
+    assert note["file"] == str(study / "gigpo" / "seed-0" / "config.yaml")
+
+
+@pytest.mark.parametrize("chunk", [1 << 24, 97])
+@pytest.mark.parametrize("variant", ["clean", "crlf", "blank", "non-ascii", "partial",
+                                     "repeated"])
+def test_the_quick_read_and_the_line_by_line_read_agree(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variant: str, chunk: int) -> None:
+    """The report's quick path (byte counts, selected lines, a chunk at a time) gives what
+    reading every line gives, and falls back to it for anything unusual."""
+    from ccpo_lab.report import collect
+    from ccpo_lab.report.collect import _slow, read_run_series
+
+    monkeypatch.setattr(collect, "CHUNK", chunk)
+
+    rows = [json.dumps({"step": s, "data": {"episode/x": s / 10, **(
+        {"val/success_rate": s / 100, "val/é_success_rate": 0.5} if s % 5 == 0 else {})}},
+        sort_keys=True) for s in range(0, 31)]
+    if variant == "repeated":
+        rows.insert(12, rows[10])
+    text = {"crlf": "\r\n".join(rows) + "\r\n", "blank": "\n\n".join(rows) + "\n",
+            "partial": "\n".join(rows) + '\n{"step": 31, "da'}.get(variant, "\n".join(rows)
+                                                                   + "\n")
+    if variant == "non-ascii":
+        text = text.replace("episode/x", "episode/ß")
+    p = tmp_path / "metrics.jsonl"
+    p.write_bytes(text.encode())
+    names = ["val/success_rate", "val/é_success_rate"]
+    got = read_run_series(p, names)
+    values, last, _, _ = _slow(p, names)
+    assert got.last_step == last == 30
+    assert got.series["val/success_rate"][0].tolist() == [0, 5, 10, 15, 20, 25, 30]
+    assert got.series["val/success_rate"][1].tolist() == [s / 100 for s in range(0, 31, 5)]
+    assert len(got.series["val/é_success_rate"][0]) == 7
+    assert (got.partial is not None) == (variant == "partial")
+    if got.partial is not None:
+        assert got.partial.line == 32
+    assert got.repeated == (("step 10 (lines 11, 13)",) if variant == "repeated" else ())
