@@ -218,14 +218,36 @@ def format_row(step: int, data: Mapping[str, Any]) -> str:
 
 
 def append_metrics(path: str | Path, step: int, data: Mapping[str, Any]) -> None:
-    """Append one row (``step``, ``data``) to ``path``, flushed and fsynced."""
-    line = format_row(step, data)
+    """Append one row (``step``, ``data``) to ``path``, flushed and fsynced.
+
+    A last line without its line end (a writer killed mid-write) is dropped first: the
+    row would otherwise run into it and both be lost as one line that is not JSON.
+    """
+    line = (format_row(step, data) + "\n").encode("utf-8")
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    with p.open("a", encoding="utf-8") as f:
-        f.write(line + "\n")
+    with p.open("a+b") as f:
+        end = f.seek(0, os.SEEK_END)
+        if end:
+            f.seek(end - 1)
+            if f.read(1) != b"\n":
+                f.truncate(_last_line_end(f, end))
+        f.write(line)
         f.flush()
         os.fsync(f.fileno())
+
+
+def _last_line_end(f: Any, end: int) -> int:
+    """Offset just after the last line end before ``end`` of binary file ``f`` (0: none)."""
+    pos = end
+    while pos > 0:
+        start = max(0, pos - (1 << 16))
+        f.seek(start)
+        i = f.read(pos - start).rfind(b"\n")
+        if i >= 0:
+            return start + i + 1
+        pos = start
+    return 0
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:

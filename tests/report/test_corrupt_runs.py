@@ -259,3 +259,21 @@ def test_the_quick_read_and_the_line_by_line_read_agree(
     if got.partial is not None:
         assert got.partial.line == 32
     assert got.repeated == (("step 10 (lines 11, 13)",) if variant == "repeated" else ())
+
+
+def test_a_cut_line_run_into_the_next_one_is_named(tmp_path: Path) -> None:
+    """A write cut off and the next row appended after it (what an appending logger does
+    after a crash): one line, starting with '{' and ending with '}', that is not JSON. The
+    held-out row it swallowed must not vanish silently."""
+    study = demo_like_study(tmp_path, tmp_path / "results")
+    metrics = study / "grpo" / "seed-0" / "metrics.jsonl"
+    lines = _lines(metrics)
+    assert b'"val/' in lines[30] and json.loads(lines[31])["step"] == 31
+    lines[31] = (json.dumps({"step": 31, "data": {"episode/length/mean": 20.0}},
+                            sort_keys=True) + "\n").encode()  # a training row
+    lines[30] = lines[30][:40]  # no line end: row 31 runs into it
+    metrics.write_bytes(b"".join(lines))
+    data = build_report(study).data
+    note = _only_note(data, "grpo seed 0")
+    assert note["line"] == 31 and "not JSON" in note["text"]
+    _left_out(data, "grpo", 0)

@@ -111,3 +111,20 @@ def test_tail_reads_only_what_was_appended(tmp_path: Path, monkeypatch: pytest.M
     p.write_text(json.dumps({"step": 0, "data": {}}) + "\n")  # rewritten (a resume): again
     t = tail_metrics(p, "val/success_rate")
     assert (t.last_step, t.last_value, t.n_problems, opened[-1]) == (0, None, 0, 0)
+
+
+def test_an_append_after_a_cut_write_drops_the_cut_line(tmp_path: Path) -> None:
+    """A writer killed mid-line leaves a last line without its end; the next append (a
+    resumed run, verl's logger) must not run into it, making both one line that is not
+    JSON."""
+    p = tmp_path / "metrics.jsonl"
+    append_metrics(p, 0, {"val/success_rate": 0.25})
+    with p.open("ab") as f:
+        f.write(b'{"data": {"val/success_rate": 0.')
+    append_metrics(p, 1, {"val/success_rate": 0.5})
+    assert read_metrics(p) == [{"step": 0, "data": {"val/success_rate": 0.25}},
+                               {"step": 1, "data": {"val/success_rate": 0.5}}]
+    p.write_bytes(b'{"step": 0, "da')  # a cut first line
+    append_metrics(p, 0, {"x": 1.0})
+    assert read_metrics(p) == [{"step": 0, "data": {"x": 1.0}}]
+    assert not MetricsScan(p).problems
