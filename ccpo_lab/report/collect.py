@@ -186,7 +186,7 @@ class _Unclear(Exception):
     """The quick read met something it cannot explain: read line by line."""
 
 
-CHUNK = 1 << 24
+CHUNK = 1 << 22
 """Bytes of a metrics file checked and searched at a time (memory stays near this)."""
 
 
