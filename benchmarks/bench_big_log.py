@@ -72,7 +72,8 @@ def measure(name: str, code: Path, log: Path, small: Path, work: Path) -> list[s
         return out, err
 
     sweep = root / "big"
-    row("import 200 MB log", ["import", str(sweep), str(log), "--arm", "grpo", "--seed", "0"])
+    row(f"import {log.stat().st_size / 1e6:.0f} MB log",
+        ["import", str(sweep), str(log), "--arm", "grpo", "--seed", "0"])
     row("status", ["status", str(sweep)])
     row("report --format json", ["report", str(sweep), "--format", "json", "--window-start",
                                  "0", "--bootstrap-reps", "1000"])
