@@ -3,7 +3,7 @@
 One run, figures and ratios printed (no pass/fail):
 
     .venv/bin/python benchmarks/bench_estimators.py [--rows-scale 1.0] [--repeats 3]
-        [--device cpu|cuda]
+        [--device cpu|cuda] [--threads 2,1] [--omp-wait-policy passive|active]
 
 Batch: 16 tasks x 8 trajectories; a success ends after 10-50 turns with reward 10, a
 failure runs the full 50 turns; 10% of actions are invalid (-0.1, and the next anchor
@@ -12,12 +12,22 @@ task's ~25 locations (with revisits), the first one shared by the task's traject
 as in ALFWorld. ``phi``: 3584-d float32 hidden states with a large common offset, three
 dominant "register" directions, a per-observation component, a turn drift and noise.
 
-Each estimator runs in a fresh spawned process (so one's freed memory cannot hide
-another's peak): a warm-up call whose peak resident memory above the pre-call level is
-reported (sampled every 0.5 ms; on CUDA the peak device memory allocated above the
-pre-call level), then ``--repeats`` timed calls (median reported).
+Each estimator runs in a fresh spawned process per torch thread count (so one's freed
+memory cannot hide another's peak): a warm-up call whose peak resident memory above the
+pre-call level is reported (sampled every 0.5 ms; on CUDA the peak device memory allocated
+above the pre-call level), then ``--repeats`` timed calls (median wall and process CPU
+time reported). In the same process, a fixed reference computation (a float32
+1024 x 3584 x 1024 matrix product, ~7.5 GFLOP) is timed the same way: the ``x ref``
+column (estimator wall / reference wall) is the figure to compare across machines and
+loads. The load average (``/proc/loadavg``) is printed before and after.
+
+On a machine with more runnable threads than cores, OpenMP's default spin-waiting makes
+every parallel operation wait for a descheduled partner thread: at 2 threads on a shared
+2-core machine this multiplied the CCPO arms' CPU time by 4-7 (measured 2026-11-30).
+``--omp-wait-policy passive`` sets ``OMP_WAIT_POLICY`` in the measuring processes (waiting
+threads sleep) to show the figures without that artefact.
 verl's ``compute_grpo_outcome_advantage`` runs on the same rows (token-level rewards with
-each row's episode score on its last response token).
+each row's score, episode reward minus its own penalty, on its last response token).
 """
 
 from __future__ import annotations
@@ -31,15 +41,9 @@ from typing import Any
 
 import numpy as np
 
-ARMS: dict[str, tuple[str, dict[str, Any]]] = {
-    "grpo": ("grpo", {"gamma": 0.95, "mode": "mean_std_norm"}),
-    "gigpo": ("gigpo", {"gamma": 0.95, "mode": "mean_std_norm", "step_advantage_w": 1.0}),
-    "ccpo-global-successor": ("ccpo", {"gate": "global", "target": "successor-node",
-                                       "rho": 0.0}),
-    "ccpo-return-hard": ("ccpo", {"gate": "hard", "target": "return", "rho": 0.0}),
-    "ccpo-return-hard-fbjw": ("ccpo", {"gate": "hard", "target": "return", "rho": 0.0,
-                                       "backoff_task": True, "jweight_c": 1.0}),
-}
+ARMS = ("grpo", "gigpo", "ccpo-global-successor", "ccpo-return-hard",
+        "ccpo-return-hard-fbjw")
+"""The shipped arms, resolved from ``arms/*.yaml`` in each measuring process."""
 RESPONSE_LEN = 512
 HIDDEN = 3584
 
@@ -128,12 +132,29 @@ class PeakSampler:
         self.peak = max(self.peak, _rss_bytes())
 
 
-def _child(label: str, seed: int, scale: float, repeats: int, device: str,
+def _reference_gemm(repeats: int, device: str) -> float:
+    """Median wall seconds of a fixed float32 1024 x 3584 x 1024 product."""
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(1024, HIDDEN, generator=gen).to(device)
+    times = []
+    for _ in range(repeats + 1):
+        t0 = time.perf_counter()
+        a @ a.T
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times[1:])
+
+
+def _child(label: str, seed: int, scale: float, repeats: int, device: str, threads: int,
            queue: Any) -> None:
     import torch
 
     from ccpo_lab.estimators import StepBatch, get_estimator
 
+    torch.set_num_threads(threads)
     raw = make_batch(seed, scale)
     phi = torch.from_numpy(raw["phi"]).to(device)
 
@@ -155,7 +176,8 @@ def _child(label: str, seed: int, scale: float, repeats: int, device: str,
         sums: dict[str, float] = {}
         for tj, r in zip(raw["traj_uid"], raw["reward"], strict=True):
             sums[tj] = sums.get(tj, 0.0) + float(r)
-        score[:] = [sums[tj] for tj in raw["traj_uid"]]
+        score[:] = [sums[tj] - 0.1 * (not ok)
+                    for tj, ok in zip(raw["traj_uid"], raw["valid"], strict=True)]
         tlr = torch.zeros(n, RESPONSE_LEN, device=device)
         tlr[:, -1] = torch.from_numpy(score).to(device)
         mask = torch.ones(n, RESPONSE_LEN, device=device)
@@ -164,7 +186,12 @@ def _child(label: str, seed: int, scale: float, repeats: int, device: str,
         def call() -> Any:
             return compute_grpo_outcome_advantage(tlr, mask, index)
     else:
-        name, params = ARMS[label]
+        from pathlib import Path
+
+        from ccpo_lab.config.arms import load_arm
+
+        arm = load_arm(label, Path(__file__).resolve().parents[1] / "arms").estimator
+        name, params = arm.name, arm.params
         reward = torch.from_numpy(raw["reward"]).to(device)
 
         def make() -> Any:
@@ -194,27 +221,60 @@ def _child(label: str, seed: int, scale: float, repeats: int, device: str,
     result["first_s"] = first
     result["peak_extra_bytes"] = (torch.cuda.max_memory_allocated() - base if cuda
                                   else sampler.peak - sampler.start)
-    times = []
+    times, cpu = [], []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         call()
         sync()
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
     result["median_s"] = statistics.median(times)
+    result["cpu_s"] = statistics.median(cpu)
+    result["ref_s"] = _reference_gemm(repeats, device)
+    result["threads"] = torch.get_num_threads()
     if label != "verl-grpo":
         result["diagnostics"] = out.diagnostics
     queue.put(result)
 
 
-def run(label: str, seed: int, scale: float, repeats: int, device: str) -> dict[str, Any]:
+def run(label: str, seed: int, scale: float, repeats: int, device: str,
+        threads: int) -> dict[str, Any]:
     """Run one measurement in a fresh spawned process."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    proc = ctx.Process(target=_child, args=(label, seed, scale, repeats, device, queue))
+    proc = ctx.Process(target=_child,
+                       args=(label, seed, scale, repeats, device, threads, queue))
     proc.start()
     result = queue.get()
     proc.join()
     return result
+
+
+def _load() -> str:
+    with open("/proc/loadavg") as fh:
+        return " ".join(fh.read().split()[:3])
+
+
+def report(results: dict[str, dict[str, Any]], device: str) -> None:
+    """Print one thread count's table."""
+    labels = [lab for lab in results if not results[lab].get("missing")]
+    rows = results["grpo"]["rows"]
+    hard = results["ccpo-return-hard"]
+    phi_mb = hard["phi_bytes"] / 2**20
+    verl = results["verl-grpo"].get("median_s", float("nan"))
+    print(f"batch: {rows} rows, 16 tasks x 8 trajectories, phi {HIDDEN}-d float32 "
+          f"({phi_mb:.1f} MiB) on {device}, torch threads {hard['threads']}; StepBatch "
+          f"construction {hard['batch_s'] * 1e3:.1f} ms with phi (first one in the "
+          f"process {hard['batch_first_s'] * 1e3:.1f} ms); reference product "
+          f"{hard['ref_s'] * 1e3:.1f} ms")
+    print(f"{'estimator':24s} {'median ms':>10s} {'cpu ms':>8s} {'first ms':>9s} "
+          f"{'x ref':>6s} {'x verl GRPO':>11s} {'peak extra MiB':>15s} {'x phi':>6s}")
+    for lab in labels:
+        r = results[lab]
+        extra = r["peak_extra_bytes"] / 2**20
+        print(f"{lab:24s} {r['median_s'] * 1e3:10.1f} {r['cpu_s'] * 1e3:8.1f} "
+              f"{r['first_s'] * 1e3:9.1f} {r['median_s'] / r['ref_s']:6.2f} "
+              f"{r['median_s'] / verl:11.2f} {extra:15.1f} {extra / phi_mb:6.2f}")
 
 
 def main() -> None:
@@ -224,34 +284,33 @@ def main() -> None:
                     help="scale every trajectory length (1.0: ~5,000 rows)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--device", default="cpu", help="torch device of the tensors")
+    ap.add_argument("--omp-wait-policy", choices=("passive", "active"), default=None,
+                    help="OMP_WAIT_POLICY of the measuring processes (default: unset)")
+    ap.add_argument("--threads", default="2,1",
+                    help="torch thread counts, comma-separated (Ray workers often run "
+                         "with OMP_NUM_THREADS=1)")
     args = ap.parse_args()
-    import torch
-
     labels = ["verl-grpo", *ARMS]
-    results = {lab: run(lab, args.seed, args.rows_scale, args.repeats, args.device)
-               for lab in labels}
-    if results["verl-grpo"].get("missing"):
-        print("verl is not installed: no verl GRPO reference")
-        labels.remove("verl-grpo")
-    rows = results["grpo"]["rows"]
-    phi_mb = results["ccpo-return-hard"]["phi_bytes"] / 2**20
-    verl = results["verl-grpo"].get("median_s", float("nan"))
-    hard = results["ccpo-return-hard"]
-    print(f"batch: {rows} rows, 16 tasks x 8 trajectories, phi {HIDDEN}-d float32 "
-          f"({phi_mb:.1f} MiB) on {args.device}, torch threads {torch.get_num_threads()}; "
-          f"StepBatch construction {hard['batch_s'] * 1e3:.1f} ms with phi "
-          f"(first one in the process {hard['batch_first_s'] * 1e3:.1f} ms)")
-    print(f"{'estimator':26s} {'median ms':>10s} {'first ms':>9s} {'x verl GRPO':>11s} "
-          f"{'peak extra MiB':>15s} {'x phi':>6s}")
-    for lab in labels:
-        r = results[lab]
-        extra = r["peak_extra_bytes"] / 2**20
-        print(f"{lab:26s} {r['median_s'] * 1e3:10.1f} {r['first_s'] * 1e3:9.1f} "
-              f"{r['median_s'] / verl:11.2f} {extra:15.1f} {extra / phi_mb:6.2f}")
-    print("goals: each CCPO arm <= 500 ms; gigpo <= 0.5 x verl GRPO; peak extra <= 2 x phi")
+    if args.omp_wait_policy:
+        import os
+
+        os.environ["OMP_WAIT_POLICY"] = args.omp_wait_policy.upper()
+    print(f"load average before: {_load()}; OMP_WAIT_POLICY "
+          f"{args.omp_wait_policy or '(unset)'}")
+    last: dict[str, dict[str, Any]] = {}
+    for threads in (int(t) for t in args.threads.split(",")):
+        last = {lab: run(lab, args.seed, args.rows_scale, args.repeats, args.device, threads)
+                for lab in labels}
+        if last["verl-grpo"].get("missing"):
+            print("verl is not installed: no verl GRPO reference")
+        report(last, args.device)
+        print()
+    print(f"load average after: {_load()}")
+    print("goals: each CCPO arm <= 500 ms (2 threads); gigpo <= 0.5 x verl GRPO; "
+          "peak extra <= 2 x phi")
     for lab in ARMS:
         if lab.startswith("ccpo"):
-            d = results[lab]["diagnostics"]
+            d = last[lab]["diagnostics"]
             print(f"{lab}: live {d['live_frac']:.3f}, backoff {d['backoff_frac']:.3f}, "
                   f"buckets {d['n_buckets']:.0f} (mean size {d['bucket_size_mean']:.2f}, "
                   f"singletons {d['singleton_frac']:.2f}), lambda {d['lambda_mean']:.2f}, "

@@ -1,11 +1,23 @@
 """``ccpo-lab doctor``: is this machine ready for a verl sweep? One line per check.
 
 Each check gives ``ok`` (with what it found), ``FIX`` (with what to do) or ``skip`` (not
-needed for this sweep). Checks: the verl-agent checkout and its hook targets, the package
-versions of the trainer's Python, GPUs, ALFWorld's data, the model, MLflow, the sweep's
-launcher (its own checks: Slurm answers, the local GPU slots...) and free disk for
-checkpoints. Nothing heavy is imported here: the trainer's Python is asked in a
-subprocess (it may be another interpreter than this one).
+needed here). Two kinds of checks:
+
+- submit-side (:data:`SUBMIT_CHECKS`, where ``ccpo-lab sweep`` runs): the verl-agent
+  checkout and its hook targets, the trainer environment (``backend.verl.python``: what
+  ccpo-lab's job side needs, installed ``--no-deps``), its package versions, MLflow, the
+  sweep's launcher (its own checks: Slurm answers, the local GPU slots...) and free disk
+  for checkpoints;
+- node-side (:data:`NODE_CHECKS`, where the runs execute): GPUs, flash-attn and the vLLM
+  attention backend the sweep names, ALFWorld's data and the model as the node sees them.
+
+Where the runs do not execute here (the launcher says so: a Slurm login node) the
+node-side checks are ``skip``, pointing at ``--on-node``: :func:`run_on_node` runs them
+inside a one-node job of the sweep's own launcher (:meth:`Launcher.call_in_job
+<ccpo_lab.launch.base.Launcher.call_in_job>`: a Slurm job with the sweep's partition,
+account and GPUs, a local job with a run's GPU slice, each run by ``backend.verl.python``;
+here for ``inline``) and returns their lines. Nothing heavy is imported here: the
+trainer's Python is asked in a subprocess (it may be another interpreter than this one).
 """
 
 from __future__ import annotations
@@ -56,7 +68,8 @@ class Context:
     results: Path
     """Results root (checkpoints go below it)."""
     launcher: Launcher | None = None
-    """The sweep's launcher (None: Slurm with its defaults is assumed)."""
+    """The sweep's launcher (:func:`context` sets it: without a sweep, Slurm with its
+    defaults; None inside :func:`run_on_node`'s job, which runs node-side checks only)."""
     parallel_runs: int = 1
     """Runs that may hold checkpoints at once."""
     tracking_uri: str | None = None
@@ -126,6 +139,91 @@ def check_packages(ctx: Context) -> list[Check]:
             for name, v in found.items()]
 
 
+def check_trainer_env(ctx: Context) -> list[Check]:
+    """ccpo-lab in the trainer environment: ``python -m ccpo_lab.integrations.trainer_env
+    --check`` with ``backend.verl.python`` (what the jobs run)."""
+    env = {**os.environ, **ctx.settings.env}
+    r = _run([ctx.settings.python, "-m", "ccpo_lab.integrations.trainer_env", "--check"],
+             timeout=300, env=env)
+    if r is None:
+        return [Check("trainer environment", "FIX", f"cannot run {ctx.settings.python} "
+                      "(backend.verl.python)")]
+    fails = [ln[6:] for ln in r.stdout.splitlines() if ln.startswith("FAIL")]
+    if r.returncode != 0 or fails:
+        first = fails[0] if fails else (r.stderr.strip().splitlines() or ["?"])[-1]
+        return [Check("trainer environment", "FIX", f"{len(fails) or 1} problem(s); first: "
+                      f"{first[:160]} (install ccpo-lab with `{ctx.settings.python} -m pip "
+                      "install --no-deps ccpo-lab` plus `-m ccpo_lab.integrations.trainer_env "
+                      "--requirements`; README: the trainer environment)")]
+    return [Check("trainer environment", "ok", f"{ctx.settings.python}: ccpo-lab's job side "
+                  "imports (its torch, vLLM and verl untouched)")]
+
+
+_ATTENTION = r"""
+import importlib, importlib.util, json, sys
+name = sys.argv[1] if len(sys.argv) > 1 else ""
+out = {"flash_attn": None, "vllm": None, "backend": name, "valid": None, "needs": None,
+       "needs_ok": None}
+def ver(mod):
+    try:
+        m = importlib.import_module(mod)
+        return getattr(m, "__version__", "?")
+    except Exception as e:
+        return None
+out["flash_attn"] = ver("flash_attn")
+out["vllm"] = ver("vllm")
+if out["vllm"] and name:
+    for where in ("vllm.attention.backends.registry", "vllm.platforms.interface"):
+        try:
+            mod = importlib.import_module(where)
+            enum = getattr(mod, "_Backend", None) or getattr(mod, "AttentionBackendEnum")
+            out["valid"] = sorted(b.name for b in enum)
+            break
+        except Exception:
+            continue
+needs = {"XFORMERS": "xformers", "FLASHINFER": "flashinfer",
+         "FLASH_ATTN": "vllm.vllm_flash_attn"}.get(name)
+if needs:
+    out["needs"] = needs
+    try:
+        out["needs_ok"] = importlib.util.find_spec(needs) is not None
+    except Exception:
+        out["needs_ok"] = False
+print(json.dumps(out))
+"""
+
+
+def check_attention(ctx: Context) -> list[Check]:
+    """flash-attn (the actor's attention) and the vLLM attention backend the sweep names
+    (``backend.verl.vllm_attention_backend``), in the trainer's Python."""
+    env = {**os.environ, **ctx.settings.env}
+    name = ctx.settings.vllm_attention_backend or ""
+    r = _run([ctx.settings.python, "-c", _ATTENTION, name], timeout=300, env=env)
+    if r is None or r.returncode != 0:
+        return [Check("flash-attn", "FIX", f"cannot run {ctx.settings.python}"),
+                Check("vLLM attention", "FIX", f"cannot run {ctx.settings.python}")]
+    found = json.loads(r.stdout.strip().splitlines()[-1])
+    out = [Check("flash-attn", "ok", found["flash_attn"]) if found["flash_attn"] else
+           Check("flash-attn", "FIX", f"flash_attn does not import in {ctx.settings.python} "
+                 "(the actor's attention; build it against this torch)")]
+    if not name:
+        out.append(Check("vLLM attention", "skip", "backend.verl.vllm_attention_backend is "
+                         "null: vLLM chooses"))
+    elif not found["vllm"]:
+        out.append(Check("vLLM attention", "FIX", f"vllm does not import in "
+                         f"{ctx.settings.python}"))
+    elif found["valid"] is not None and name not in found["valid"]:
+        out.append(Check("vLLM attention", "FIX", f"{name} is not a backend of vLLM "
+                         f"{found['vllm']} (valid: {', '.join(found['valid'])}); set "
+                         "backend.verl.vllm_attention_backend"))
+    elif found["needs"] and not found["needs_ok"]:
+        out.append(Check("vLLM attention", "FIX", f"{name} needs {found['needs']}, which is "
+                         f"not installed in {ctx.settings.python}"))
+    else:
+        out.append(Check("vLLM attention", "ok", f"{name} (vLLM {found['vllm']})"))
+    return out
+
+
 def check_gpus(ctx: Context) -> list[Check]:
     """GPUs visible here (count and model) against ``n_gpus_per_node``."""
     want = ctx.settings.n_gpus_per_node
@@ -193,14 +291,10 @@ def check_mlflow(ctx: Context) -> list[Check]:
 
 def check_launcher(ctx: Context) -> list[Check]:
     """The launcher's own checks of this machine (Slurm answers, local GPU slots...)."""
-    launcher = ctx.launcher
-    if launcher is None:
-        from ccpo_lab.launch.slurm import SlurmLauncher, SlurmSettings
-        from ccpo_lab.placement import Needs
-
-        launcher = SlurmLauncher(SlurmSettings(), ctx.results, name="doctor",
-                                 needs=Needs(gpus_per_node=ctx.settings.n_gpus_per_node))
-    return [Check(name, status, detail) for name, status, detail in launcher.machine_checks()]
+    if ctx.launcher is None:
+        return [Check("launcher", "skip", "no launcher in this context")]
+    return [Check(name, status, detail)
+            for name, status, detail in ctx.launcher.machine_checks()]
 
 
 def _existing_parent(p: Path) -> Path:
@@ -237,15 +331,30 @@ def check_disk(ctx: Context) -> list[Check]:
     return [Check("disk", "ok" if free >= need else "FIX", detail)]
 
 
-CHECKS: tuple[Callable[[Context], list[Check]], ...] = (
-    check_checkout, check_packages, check_gpus, check_alfworld, check_model, check_mlflow,
-    check_launcher, check_disk)
+SUBMIT_CHECKS: tuple[Callable[[Context], list[Check]], ...] = (
+    check_checkout, check_trainer_env, check_packages, check_mlflow, check_launcher,
+    check_disk)
+"""Checks of the machine that submits (the login node under Slurm)."""
+NODE_CHECKS: tuple[Callable[[Context], list[Check]], ...] = (
+    check_gpus, check_attention, check_alfworld, check_model)
+"""Checks of the machine a run executes on."""
+CHECKS = SUBMIT_CHECKS + NODE_CHECKS
+NODE_NAMES = ("GPUs", "flash-attn", "vLLM attention", "ALFWorld data", "model")
+"""The lines :data:`NODE_CHECKS` print (for ``skip`` lines where the runs do not
+execute)."""
 
 
 def context(sweep: Sweep | None, results: Path) -> Context:
     """The checks' context for ``sweep`` (None: the verl defaults, Slurm assumed)."""
     if sweep is None:
-        return Context(settings=VerlBackendConfig(), results=results)
+        from ccpo_lab.launch.slurm import SlurmLauncher, SlurmSettings
+        from ccpo_lab.placement import Needs
+
+        settings = VerlBackendConfig()
+        default = SlurmLauncher(SlurmSettings(), results, name="doctor",
+                                needs=Needs(gpus_per_node=settings.n_gpus_per_node,
+                                            python=settings.python))
+        return Context(settings=settings, results=results, launcher=default)
     from ccpo_lab.launch.plan import launcher_for
 
     cfg = sweep.config
@@ -256,10 +365,42 @@ def context(sweep: Sweep | None, results: Path) -> Context:
                    tracking_uri=cfg.tracking.uri)
 
 
-def run_doctor(sweep: Sweep | None, results: Path) -> list[Check]:
-    """Every check, in order."""
-    ctx = context(sweep, results)
+def node_checks(ctx: Context) -> list[Check]:
+    """The node-side checks, here (what :func:`run_on_node`'s job calls)."""
     out: list[Check] = []
-    for fn in CHECKS:
+    for fn in NODE_CHECKS:
         out += fn(ctx)
     return out
+
+
+def run_doctor(sweep: Sweep | None, results: Path) -> list[Check]:
+    """The submit-side checks, then the node-side ones (``skip`` where the runs do not
+    execute, as the sweep's launcher says: a Slurm login node)."""
+    ctx = context(sweep, results)
+    out: list[Check] = []
+    for fn in SUBMIT_CHECKS:
+        out += fn(ctx)
+    if ctx.launcher is not None and not ctx.launcher.runs_execute_here():
+        how = "ccpo-lab doctor SWEEP --on-node" if sweep is not None else \
+            "ccpo-lab doctor SWEEP.yaml --on-node"
+        out += [Check(name, "skip", f"the runs execute elsewhere ({ctx.launcher.kind} "
+                      f"launcher, e.g. from a login node): `{how}` checks it where they run")
+                for name in NODE_NAMES]
+    else:
+        out += node_checks(ctx)
+    return out
+
+
+def run_on_node(sweep: Sweep, results: Path, timeout_min: int = 20) -> tuple[str, list[Check]]:
+    """Run :func:`node_checks` inside a one-node job of the sweep's own launcher
+    (:meth:`Launcher.call_in_job <ccpo_lab.launch.base.Launcher.call_in_job>`: its
+    settings, a run's GPUs and interpreter, at most ``timeout_min`` minutes; job files in
+    ``<results>/<sweep>/_jobs/doctor``). Waits for the job; returns (where it ran, its
+    checks)."""
+    import dataclasses
+
+    ctx = context(sweep, results)
+    assert ctx.launcher is not None
+    where, checks = ctx.launcher.call_in_job(node_checks, dataclasses.replace(ctx, launcher=None),
+                                             name="doctor", timeout_min=timeout_min)
+    return where, list(checks)

@@ -1,7 +1,8 @@
 """The placement contract between backends and launchers.
 
-A backend declares what one run **needs** (:class:`Needs`: nodes, GPUs per node, CPUs),
-computed from its own settings, the one place these resources are stated. A launcher
+A backend declares what one run **needs** (:class:`Needs`: nodes, GPUs per node, CPUs,
+the interpreter its job runs), computed from its own settings, the one place these are
+stated. A launcher
 **provides** where each task of the run executes (:class:`Placement`: the allocation's
 hosts, this task's rank, the task count, its GPU slice, its CPUs), the way submitit's
 ``JobEnvironment`` describes a job from the inside. Backends read nothing else about
@@ -30,6 +31,11 @@ class Needs:
     """GPUs each node must give the run (0: a CPU run)."""
     cpus: int | None = None
     """CPUs the run's task needs at least on each node (None: no stated need)."""
+    python: str | None = None
+    """The interpreter the run's job executes (the verl backend: ``backend.verl.python``,
+    the trainer environment); None: the one that submits (``sys.executable``). Launchers
+    that start a process for the job (``local``, ``slurm``) start this one; ``inline``
+    runs its jobs in the calling process."""
 
     @property
     def gpus(self) -> int:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU smoke test of the verl backend's device-side code, offline, in about a minute.
 #
-#   scripts/gpu-smoke.sh [--device cuda] [--out DIR]
+#   scripts/gpu-smoke.sh [--device cuda] [--out DIR] [--verl-agent CHECKOUT]
 #
 # Needs python3 with torch (CUDA) and transformers (>= 4.45; tokenizers comes with it),
 # numpy and pyyaml; nothing is downloaded: a tiny random Qwen2 and its tokenizer are built
@@ -12,8 +12,12 @@
 # (final-norm hook == the model's last hidden state, left-padded and packed layouts, the
 # reference-worker patch with out-of-order micro-batches); GRPO/GiGPO/CCPO on device ==
 # CPU; the verl-agent advantage hook == the pure estimator; two arms x two steps of a toy
-# policy-gradient loop with seeded sampling whose step-1 rollout fingerprints agree.
-# Not checked: vLLM, verl-agent's trainer, Ray, FSDP, ALFWorld, 7B models, several GPUs.
+# policy-gradient loop with seeded sampling whose step-1 rollout fingerprints agree; with
+# vLLM installed, per-request seeds give a group distinct samples (one shared seed, the
+# old defect, gives identical ones) and fresh engines replay them; with --verl-agent, an
+# FSDP checkpoint saved by verl-agent's checkpoint manager, kept by ccpo-lab and merged by
+# verl-agent's model_merger equals the model (the hf_model path of a run).
+# Not checked: verl-agent's trainer, Ray, ALFWorld, 7B models, several GPUs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"

@@ -48,16 +48,25 @@ def list_arms(arms_dir: Path | None = ArmsDir) -> None:
 
 
 @app.command("show")
-def show_arm(name: str, arms_dir: Path | None = ArmsDir) -> None:
+def show_arm(name: str, arms_dir: Path | None = ArmsDir,
+             docs: bool = typer.Option(False, "--docs",
+                                       help="Also list every estimator parameter: "
+                                            "valid values and what it does.")) -> None:
     """The resolved arm as YAML, with lint warnings."""
     from ccpo_lab.config.arms import load_arm
     from ccpo_lab.config.yamlio import dump_yaml
+    from ccpo_lab.estimators.spec import ESTIMATOR_PARAMS
 
     arm = load_arm(name, _dir(arms_dir))
     doc = {"name": arm.name, "description": arm.description, "extends_chain": list(arm.chain),
            "estimator": {"name": arm.estimator.name, **arm.estimator.params},
            "training": arm.training}
     typer.echo(dump_yaml(doc).rstrip())
+    if docs:
+        typer.echo(f"# {arm.estimator.name} parameters:")
+        for p in ESTIMATOR_PARAMS[arm.estimator.name]:
+            bound = f" [from protocol.{p.protocol}]" if p.protocol else ""
+            typer.echo(f"#   {p.name} ({p.valid}; default {p.default!r}){bound}: {p.doc}")
     for w in arm.warnings:
         typer.secho(f"warning: {w}", fg="yellow", err=True)
 

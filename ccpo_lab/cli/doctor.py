@@ -17,10 +17,15 @@ def doctor(
                                       "tracking are checked); default: the verl defaults."),
     overrides: list[str] = typer.Argument(None, help="Hydra overrides of the sweep."),
     results: Path = typer.Option(Path("results"), "--results", help="Results root."),
+    on_node: bool = typer.Option(False, "--on-node", help="Also run the node-side checks "
+                                 "(GPUs, flash-attn, vLLM attention, ALFWorld data, model) "
+                                 "inside a one-node job of the sweep's launcher."),
 ) -> None:
-    """Check the verl-agent checkout, packages, GPUs, ALFWorld data, model, MLflow, the
-    sweep's launcher (Slurm, GPU slots) and disk; exit 1 when something needs fixing."""
-    from ccpo_lab.doctor import run_doctor
+    """Check the verl-agent checkout, the trainer environment, packages, MLflow, the sweep's
+    launcher (Slurm, GPU slots) and disk here, and GPUs, flash-attn, the vLLM attention
+    backend, ALFWorld data and the model where the runs execute (from a Slurm login node:
+    with --on-node, in a one-node job); exit 1 when something needs fixing."""
+    from ccpo_lab.doctor import run_doctor, run_on_node
     from ccpo_lab.errors import UserError
 
     sweep = None
@@ -32,7 +37,18 @@ def doctor(
             raise UserError("doctor checks machines for the verl backend; this sweep uses "
                             f"backend {sweep.config.backend.kind!r}", file=sweep_file,
                             key="backend.kind", value=sweep.config.backend.kind)
+    if on_node and sweep is None:
+        raise UserError("--on-node needs a sweep file (its launcher runs the job)",
+                        key="sweep_file")
     checks = run_doctor(sweep, results)
+    if on_node:
+        assert sweep is not None
+        typer.echo("node-side checks: in a one-node job of the sweep's launcher "
+                   f"({sweep.config.launcher.kind}), waiting for it ...", err=True)
+        where, node = run_on_node(sweep, results)
+        names = {c.name for c in node}
+        checks = [c for c in checks if not (c.status == "skip" and c.name in names)]
+        checks += [type(c)(f"{c.name} [{where}]", c.status, c.detail) for c in node]
     for c in checks:
         typer.echo(c.line())
     bad = [c for c in checks if c.status == "FIX"]

@@ -21,17 +21,23 @@ def verify(
     """Compare the step-1 rollout fingerprints of every arm, seed by seed.
 
     Prints identical / different per seed and, on a difference, the first diverging
-    episode and turn with both observations and actions. Exit code 0 when every seed is
-    identical, 1 when any differs or lacks a fingerprint.
+    episode and turn with both observations and actions; per seed, how many step-1 groups
+    hold rollouts that are not all identical. Exit code 0 when every seed is identical and
+    its groups did not collapse, 1 when any differs, lacks a fingerprint, or has fewer than
+    half of its step-1 groups distinct.
     """
-    from ccpo_lab.runs.verify import format_checks, verify_sweep
+    from ccpo_lab.runs.verify import collapse_line, format_checks, verify_sweep
 
     checks = verify_sweep(sweep_dir, reference)
     for line in format_checks(checks):
         typer.echo(line)
     bad = [c for c in checks if not c.ok]
+    collapsed = collapse_line(checks)
     if bad:
         typer.echo(f"step-1 identity NOT verified for {len(bad)} of {len(checks)} seeds "
                    f"(seed {', '.join(str(c.seed) for c in bad)})", err=True)
+    if collapsed:
+        typer.echo(collapsed, err=True)
+    if bad or collapsed:
         raise typer.Exit(1)
     typer.echo(f"step-1 identity verified for all {len(checks)} seeds")

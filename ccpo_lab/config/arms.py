@@ -92,7 +92,7 @@ def load_arm(name: str, arms_dir: Path | None = None, *, referrer: str | None = 
 
     ``referrer`` is the file that named the arm (a sweep file), used in errors.
     """
-    from ccpo_lab.estimators.spec import estimator_names, resolve_params
+    from ccpo_lab.estimators.spec import estimator_names, protocol_bound, resolve_params
 
     arms_dir = arms_dir or default_arms_dir()
     chain = _raw_chain(name, arms_dir, referrer=referrer)
@@ -115,17 +115,27 @@ def load_arm(name: str, arms_dir: Path | None = None, *, referrer: str | None = 
                         valid=estimator_names())
     est_name = est.pop("name")
     resolve_params(est_name, {}, file=origin.get("estimator.name", own_path))
+    bound = protocol_bound(est_name)
+    for k in est:
+        if k in bound:
+            raise UserError(f"set by the protocol (protocol.{bound[k]}, or training."
+                            f"{bound[k]} in an arm), not by the estimator section",
+                            file=origin.get(f"estimator.{k}", own_path), key=f"estimator.{k}",
+                            value=est[k])
     # one key at a time, so that an error names the file that set the key
     params = {k: resolve_params(est_name, {k: v}, file=origin.get(f"estimator.{k}", own_path))[k]
               for k, v in est.items()}
-    full = resolve_params(est_name, params, file=own_path)
     training = dict(merged.get("training") or {})
     for k in training:
         if k not in field_names(ProtocolConfig):
             raise UserError("unknown key", file=origin.get(f"training.{k}", own_path),
                             key=f"training.{k}", valid=field_names(ProtocolConfig))
-    build(ProtocolConfig, training, key="training",
-          where=lambda p: origin.get(p, own_path))
+    protocol = build(ProtocolConfig, training, key="training",
+                     where=lambda p: origin.get(p, own_path))
+    # the protocol-bound parameters as the default protocol with this arm's overrides
+    # gives them (a sweep's own protocol binds them again: config.sweep.make_run)
+    params.update({k: getattr(protocol, key) for k, key in bound.items()})
+    full = resolve_params(est_name, params, file=own_path)
     description = merged.get("description", "")
     if not isinstance(description, str):
         raise UserError("expected text", file=own_path, key="description", value=description)

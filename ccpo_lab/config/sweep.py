@@ -77,27 +77,52 @@ class Sweep:
 
 
 def make_run(sweep: SweepConfig, arm: ArmConfig, seed: int) -> RunConfig:
-    """The resolved run of ``arm`` at ``seed`` (arm ``training`` overrides the protocol)."""
+    """The resolved run of ``arm`` at ``seed`` (arm ``training`` overrides the protocol).
+
+    Estimator parameters bound to a protocol key (``invalid_penalty`` <-
+    ``invalid_action_penalty``) take the run's protocol value: one source of truth for
+    the estimator and the trainer command.
+    """
+    from ccpo_lab.estimators.spec import protocol_bound
+
     protocol = sweep.protocol
     if arm.training:
         protocol = dataclasses.replace(protocol, **arm.training)
-    return RunConfig(sweep=sweep.name, arm=arm.name, seed=seed, estimator=arm.estimator,
+    bound = protocol_bound(arm.estimator.name)
+    estimator = arm.estimator
+    if bound:
+        params = {**estimator.params, **{k: getattr(protocol, key) for k, key in bound.items()}}
+        estimator = dataclasses.replace(estimator, params=params)
+    return RunConfig(sweep=sweep.name, arm=arm.name, seed=seed, estimator=estimator,
                      protocol=protocol, backend=sweep.backend)
+
+
+def _field_type(path: Sequence[str], launcher: type[LauncherSettings]) -> Any:
+    """The schema type of the field at ``path`` (the ``launcher`` section being
+    ``launcher``'s), or None when there is no such field."""
+    import typing
+
+    cls: Any = SweepConfig
+    for i, part in enumerate(path):
+        if not dataclasses.is_dataclass(cls) or part not in field_names(cls):
+            return None
+        cls = launcher if i == 0 and part == "launcher" else typing.get_type_hints(cls)[part]
+    return cls
 
 
 def _schema_keys(path: Sequence[str], launcher: type[LauncherSettings]) -> list[str] | None:
     """Valid child keys at ``path`` of the sweep schema, the ``launcher`` section being
     ``launcher``'s (None if ``path`` is a leaf)."""
+    cls = _field_type(path, launcher)
+    return field_names(cls) if dataclasses.is_dataclass(cls) else None
+
+
+def _is_mapping_field(path: Sequence[str], launcher: type[LauncherSettings]) -> bool:
+    """Whether ``path`` is a free-form ``dict`` field of the schema (``backend.verl.env``,
+    ``launcher.sbatch_extra``), whose entries an override may add or replace."""
     import typing
 
-    if list(path[:1]) == ["launcher"]:
-        return field_names(launcher) if len(path) == 1 else None
-    cls: Any = SweepConfig
-    for part in path:
-        if not dataclasses.is_dataclass(cls) or part not in field_names(cls):
-            return None
-        cls = typing.get_type_hints(cls)[part]
-    return field_names(cls) if dataclasses.is_dataclass(cls) else None
+    return bool(path) and typing.get_origin(_field_type(path, launcher)) is dict
 
 
 def _parse(overrides: Sequence[str]) -> list[tuple[str, Any, str]]:
@@ -157,10 +182,16 @@ def _rewrite_overrides(overrides: Sequence[str], file_kind: str
             keys.add("backend.kind")
             continue
         parent = _schema_keys(parts[:-1], settings_cls)
+        if parent is None and len(parts) > 1 and _is_mapping_field(parts[:-1], settings_cls):
+            out.append("++" + text)          # an entry of a mapping: add or replace
+            keys.add(key)
+            continue
         if parent is None or parts[-1] not in parent:
             valid = parent if parent is not None else field_names(SweepConfig)
             why = "unknown key in override"
-            if parts[0] == "launcher" and len(parts) == 2:
+            if parts[0] == "launcher" and len(parts) >= 2 and parts[1] not in \
+                    field_names(settings_cls):
+                valid = field_names(settings_cls)
                 why = not_a_setting(kind, parts[1]).replace(
                     f"unknown key for launcher {kind}", "unknown key in override")
             raise UserError(why, file=COMMAND_LINE, key=key, valid=valid)

@@ -10,6 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+RAY_LIMITS: dict[str, str] = {
+    "RAY_num_server_call_thread": "1",
+    "RAY_num_grpc_internal_threads": "1",
+    "RAY_num_prestart_python_workers": "4",
+    "OMP_NUM_THREADS": "1",
+}
+"""Default ``backend.verl.ray_env``: the settings the CCPO authors' launcher runs with."""
+
 
 @dataclass(frozen=True)
 class VerlBackendConfig:
@@ -30,7 +38,9 @@ class VerlBackendConfig:
     rollout_name: str = "vllm"
     """Rollout engine."""
     python: str = field(default="python3", metadata={"identity": False})
-    """Interpreter on the cluster nodes (not in the run id)."""
+    """Interpreter of the trainer environment on the nodes: the trainer and its Ray workers
+    run it, and so do the runs' jobs under the ``slurm`` and ``local`` launchers (not in
+    the run id)."""
     extra_overrides: list[str] = field(default_factory=list)
     """Further Hydra overrides passed verbatim to the trainer (result-relevant)."""
     ppo_micro_batch_size_per_gpu: int = 32
@@ -42,12 +52,27 @@ class VerlBackendConfig:
     env_cpus_per_worker: float = field(default=0.1, metadata={"identity": False})
     """CPUs Ray reserves per ALFWorld environment worker (``env.resources_per_worker``)."""
     ray_num_cpus: int | None = field(default=None, metadata={"identity": False})
-    """``ray_init.num_cpus`` when the trainer starts Ray itself (null: the Slurm
-    ``cpus_per_task`` under Slurm, else Ray's own count)."""
+    """``ray_init.num_cpus`` when the trainer starts Ray itself (null: the CPUs the
+    launcher gives the task, e.g. Slurm's ``cpus_per_task``, else Ray's own count)."""
     max_ckpt_to_keep: int = field(default=1, metadata={"identity": False})
     """Actor checkpoints kept in the run's ``checkpoints/`` (older ones are deleted)."""
     env: dict[str, str] = field(default_factory=dict, metadata={"identity": False})
     """Environment variables of the trainer process and its Ray workers (``ALFWORLD_DATA``,
-    ``HF_HOME``, ...)."""
+    ``HF_HOME``, ...); they override :attr:`ray_env` entries of the same name."""
+    ray_env: dict[str, str] = field(default_factory=lambda: dict(RAY_LIMITS),
+                                    metadata={"identity": False})
+    """Thread and process limits of Ray and the math libraries, set in the trainer, its Ray
+    processes and every Ray worker (default :data:`RAY_LIMITS`). One run starts 128 training
+    and 128 validation ALFWorld actors; without these the CCPO authors hit an 8,192-process
+    ceiling. A sweep's entries are merged over the defaults: override one with
+    ``backend.verl.ray_env.<NAME>=<value>``, leave one unset with an empty string."""
     ray_port: int = field(default=6379, metadata={"identity": False})
     """Port of the Ray head when a multi-node run starts its own cluster."""
+
+    def __post_init__(self) -> None:
+        merged = {**RAY_LIMITS, **{str(k): str(v) for k, v in self.ray_env.items()}}
+        object.__setattr__(self, "ray_env", merged)
+
+    def ray_env_set(self) -> dict[str, str]:
+        """The :attr:`ray_env` entries that are exported (the non-empty ones)."""
+        return {k: v for k, v in self.ray_env.items() if v != ""}

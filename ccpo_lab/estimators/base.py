@@ -1,17 +1,15 @@
-"""Estimator interface, output type and the registry object."""
+"""Estimator interface and output type."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any
 
 import torch
 
 from ccpo_lab.estimators.batch import StepBatch
-from ccpo_lab.estimators.errors import ParamError
-from ccpo_lab.estimators.spec import ESTIMATOR_PARAMS, resolve_params
+from ccpo_lab.estimators.params import EstimatorParams
 
 
 @dataclass(frozen=True)
@@ -31,22 +29,22 @@ class EstimatorOutput:
 class Estimator(ABC):
     """An advantage estimator: ``est(batch) -> EstimatorOutput``.
 
-    Subclasses set ``name`` and ``config_cls`` (a frozen dataclass whose fields are the
-    resolved parameters) and implement :meth:`compute`.
+    Built by :func:`ccpo_lab.estimators.get_estimator` from its registry entry
+    (:mod:`ccpo_lab.estimators.spec`) with validated parameters; subclasses implement
+    :meth:`compute` and read their parameters from ``self.config`` (the estimator's
+    parameter dataclass, :mod:`ccpo_lab.estimators.params`).
     """
 
-    name: ClassVar[str]
-    config_cls: ClassVar[type]
-
-    def __init__(self, params: Mapping[str, Any]) -> None:
-        resolved = resolve_params(self.name, params)
-        self._params = resolved
-        self.config = self.config_cls(**resolved)
+    def __init__(self, config: EstimatorParams, *, name: str) -> None:
+        self.name = name
+        """Registry name."""
+        self.config = config
+        """The validated parameters (a frozen dataclass)."""
 
     @property
     def params(self) -> dict[str, Any]:
         """The full resolved parameter dict (every key, defaults included)."""
-        return dict(self._params)
+        return self.config.as_dict()
 
     def __call__(self, batch: StepBatch) -> EstimatorOutput:
         """Advantages for ``batch`` (a :class:`StepBatch` of ``N`` rows)."""
@@ -60,55 +58,4 @@ class Estimator(ABC):
         """Compute the advantages (called under ``torch.no_grad()``)."""
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._params!r})"
-
-
-E = TypeVar("E", bound=type[Estimator])
-
-
-class EstimatorRegistry:
-    """Name -> estimator class, with one construction signature for every estimator."""
-
-    def __init__(self) -> None:
-        self._classes: dict[str, type[Estimator]] = {}
-
-    def register(self, cls: E) -> E:
-        """Class decorator: register ``cls`` under ``cls.name`` (a name known to the spec)."""
-        name = cls.name
-        if name not in ESTIMATOR_PARAMS:
-            raise ValueError(f"estimator {name!r} has no parameter spec in spec.py")
-        if name in self._classes and self._classes[name] is not cls:
-            raise ValueError(f"estimator {name!r} is already registered")
-        self._classes[name] = cls
-        return cls
-
-    def names(self) -> list[str]:
-        """Registered names, sorted."""
-        return sorted(self._classes)
-
-    def create(
-        self, name: Any, params: Mapping[str, Any] | None = None, *, file: str | None = None,
-        prefix: str = "estimator",
-    ) -> Estimator:
-        """Validate ``params`` for ``name`` and build the estimator.
-
-        Raises :class:`ParamError` for an unknown name (listing the valid ones) or an
-        unknown / out-of-range parameter (listing the valid keys or range).
-        """
-        if not isinstance(name, str) or name not in self._classes:
-            raise ParamError("unknown estimator", file=file, key=f"{prefix}.name", value=name,
-                             valid=self.names())
-        resolved = resolve_params(name, dict(params or {}), file=file, prefix=prefix)
-        return self._classes[name](resolved)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._classes
-
-    def __iter__(self) -> Any:
-        return iter(self.names())
-
-
-REGISTRY = EstimatorRegistry()
-"""The registry of the shipped estimators."""
-
-register: Callable[[E], E] = REGISTRY.register
+        return f"{type(self).__name__}({self.params!r})"

@@ -57,9 +57,11 @@ class StepBatch:
     - ``step``: ``(N,)`` int, the 0-based turn index inside the trajectory; every
       trajectory has turns ``0..T-1`` exactly once;
     - ``anchor_obs``: ``(N,)`` str, the observation the action was taken in;
-    - ``reward``: ``(N,)`` float32 or float64 step rewards with any invalid-action penalty
-      already applied (a list of numbers becomes float64);
-    - ``valid``: ``(N,)`` bool, whether the action was admissible;
+    - ``reward``: ``(N,)`` float32 or float64 raw environment reward of the turn, with no
+      invalid-action penalty applied (the estimators apply their ``invalid_penalty``;
+      a list of numbers becomes float64);
+    - ``valid``: ``(N,)`` bool, whether the action was admissible (an invalid row is
+      penalised by the estimator's ``invalid_penalty``);
     - ``phi``: optional ``(N, d)`` float features (float16/bfloat16 are upcast to float32).
 
     Invalid input raises :class:`~ccpo_lab.estimators.errors.BatchError` naming the field.

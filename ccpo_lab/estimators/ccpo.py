@@ -1,15 +1,20 @@
 """CCPO: GRPO's episode term + a context-conditioned leave-one-trajectory-out step term.
 
-Semantics (from the CCPO reference code, ``ccpo/core_ccpo.py`` and its trainer patch;
-where they differ, the project's issue 3 decides, as noted):
+Semantics (from the CCPO reference code, ``ccpo/core_ccpo.py`` at d0076f13 and the CCPO
+branch of its trainer patch, on verl-agent 796ed31), per row = one agent turn;
+``pen_i = invalid_penalty * [row i invalid]``, ``R`` = the trajectory's raw episode
+reward (sum of its raw rewards):
 
-Targets. ``G`` = discounted return-to-go of the (penalised) rewards. Nodes are the hard
-buckets ``(task_uid, anchor_obs)``; a node's value ``V(g)`` is the mean over its rows of
-``gamma^(T - t) * R`` (``T`` = length of the row's trajectory, ``t`` its turn, ``R`` its
-episode score). The successor of a row is the next turn of its trajectory; after the
-last turn it is a terminal node worth ``success_value`` if the episode score is > 0
-(success) and 0 otherwise. ``target = successor-node``: ``TGT = V(next) -
-invalid_penalty * [invalid]``; ``target = return``: ``TGT = G``.
+Episode term: GRPO's, on ``S_i = R - pen_i`` (:class:`~ccpo_lab.estimators.grpo.GRPO`).
+
+Targets. ``G`` = discounted return-to-go of the raw rewards. Nodes are the hard buckets
+``(task_uid, anchor_obs)``; a node's value ``V(g)`` is the mean over its rows of
+``gamma^(T - t) * R`` (``T`` = length of the row's trajectory, ``t`` its turn; ``R``
+unpenalised). The successor of a row is the next turn of its trajectory; after the last
+turn it is a terminal node worth ``success_value`` if ``|R - success_value| < 1e-9``
+(success) and 0 otherwise. ``target = successor-node``: ``TGT = V(next) - pen``;
+``target = return``: ``TGT = G - pen`` (the penalty of the row itself, not discounted into
+earlier turns).
 
 Buckets. ``gate = hard``: ``(task_uid, anchor_obs)``; ``gate = global``: ``(task_uid,)``
 with lambda forced to 1. A bucket with fewer than two distinct trajectories credits no
@@ -17,22 +22,23 @@ row, except that with ``backoff_task`` (gate = hard) a row left uncredited is cr
 against its task-wide bucket (all rows of its task: peers, median and J are the task's),
 with ``rho * backoff_rho``. Credit formulas: :mod:`ccpo_lab.estimators.ccpo_credit`.
 
-Step term, per credited row: ``c = (TGT - (lambda b_loo + (1 - lambda) b_obs)) * J/(J +
-jweight_c)`` (J-weighting only when ``jweight_c > 0``, before any normalisation), plus
-``edge_w * z(V(next) - V(cur))`` where ``z`` standardises over all rows of the task (ddof
-1, ``+ epsilon``; the terminal successor value is not penalised). ``step_norm = task``
-then standardises over the credited rows of each task (unbiased std + ``epsilon``; a task
-with one credited row gives it 0). Rows without credit get 0 (issue 3; the reference let
-the edge term through on them). ``A = A_ep + step_advantage_w * A_step``.
+Step term. Per credited row ``c = (TGT - (lambda b_loo + (1 - lambda) b_obs)) * J/(J +
+jweight_c)`` (J-weighting only when ``jweight_c > 0``); uncredited rows start at 0. Then
+``edge_w * z(V(next) - V(cur))`` is added to EVERY row of a task with more than one row,
+credited or not (``z`` standardises over the task's rows, unbiased std ``+ epsilon``,
+whatever ``mode``; the successor value is not penalised). Then, when ``step_norm`` says so
+(``mode``: under ``mode = mean_std_norm``; ``task``: always; ``none``: never), the
+credited rows of each task with more than one credited row are standardised (unbiased
+std ``+ epsilon``); uncredited rows keep their edge value and a lone credited row its
+value. ``A = A_ep + step_advantage_w * A_step``. A constant group of values standardises
+to exactly 0 (the reference, in float32, can print rounding noise there).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from ccpo_lab.estimators.base import Estimator, EstimatorOutput, register
+from ccpo_lab.estimators.base import Estimator, EstimatorOutput
 from ccpo_lab.estimators.batch import StepBatch
 from ccpo_lab.estimators.ccpo_credit import Credit, credit_pass
 from ccpo_lab.estimators.errors import MissingFeaturesError
@@ -44,104 +50,65 @@ from ccpo_lab.estimators.grouping import (
     episode_scores,
     episode_term,
     group_count,
-    group_mean_std,
     group_sum,
+    row_penalties,
+    zscore_in_groups,
 )
 from ccpo_lab.estimators.grpo import abs_mean
+from ccpo_lab.estimators.params import CCPOParams
+
+SUCCESS_TOL = 1e-9
+"""A trajectory succeeded when its raw episode reward is within this of ``success_value``."""
 
 
-@dataclass(frozen=True)
-class CCPOConfig:
-    """Resolved CCPO parameters (see ``spec.py``)."""
-
-    gamma: float
-    mode: str
-    epsilon: float
-    step_advantage_w: float
-    gate: str
-    target: str
-    rho: float
-    shrink: str
-    tau: float
-    whiten_k: int
-    phi: str
-    ctx_w: float
-    edge_w: float
-    step_norm: str
-    backoff_task: bool
-    jweight_c: float
-    backoff_rho: float
-    invalid_penalty: float
-    success_value: float
-
-    @property
-    def needs_phi(self) -> bool:
-        """Whether the kernel baseline can reach the advantages."""
-        return self.gate == "global" or self.rho > 0.0
-
-
-def node_values(batch: StepBatch, score: torch.Tensor, node: torch.Tensor, n_nodes: int,
-                gamma: float, success_value: float) -> tuple[torch.Tensor, torch.Tensor]:
+def node_values(batch: StepBatch, episode_reward: torch.Tensor, node: torch.Tensor,
+                n_nodes: int, gamma: float, success_value: float
+                ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(V(next), V(current))`` per row, ``(N,)`` float64 each.
 
-    ``score``: ``(N,)`` episode scores; ``node``: ``(N,)`` hard-bucket ids in
-    ``[0, n_nodes)``. See the module docstring for the definition.
+    ``episode_reward``: ``(N,)`` raw episode rewards ``R`` (no penalty); ``node``:
+    ``(N,)`` hard-bucket ids in ``[0, n_nodes)``. See the module docstring.
     """
     t = batch.step_index.to(torch.float64)
     length = batch.traj_len[batch.traj_index].to(torch.float64)
-    visit = torch.pow(gamma, length - t) * score
+    visit = torch.pow(gamma, length - t) * episode_reward
     value = group_sum(visit, node, n_nodes) / group_count(node, n_nodes).clamp_min(1)
     nxt = batch.next_row
-    terminal = torch.where(score > 0, torch.full_like(score, success_value),
-                           torch.zeros_like(score))
+    success = (episode_reward - success_value).abs() < SUCCESS_TOL
+    terminal = torch.where(success, torch.full_like(episode_reward, success_value),
+                           torch.zeros_like(episode_reward))
     v_next = torch.where(nxt >= 0, value[node[nxt.clamp_min(0)]], terminal)
     return v_next, value[node]
 
 
-def _standardise(values: torch.Tensor, ids: torch.Tensor, count: int, eps: float,
-                 mask: torch.Tensor) -> torch.Tensor:
-    """``(v - mean) / (std + eps)`` over the ``mask`` rows of each group; other rows and
-    groups with fewer than two ``mask`` rows give 0. All arguments ``(N,)``."""
-    sel = torch.nonzero(mask).flatten()
-    out = torch.zeros_like(values)
-    if sel.numel() == 0:
-        return out
-    mean, std, n = group_mean_std(values[sel], ids[sel], count)
-    g = ids[sel]
-    z = (values[sel] - mean[g]) / (std[g] + eps)
-    out[sel] = torch.where(n[g] >= 2, z, torch.zeros_like(z))
-    return out
-
-
-@register
 class CCPO(Estimator):
     """Episode term unchanged; the step term of the module docstring."""
 
-    name = "ccpo"
-    config_cls = CCPOConfig
+    config: CCPOParams
 
     def compute(self, batch: StepBatch) -> EstimatorOutput:
-        cfg: CCPOConfig = self.config
-        if cfg.needs_phi and batch.phi is None:
+        cfg = self.config
+        if cfg.needs_features() and batch.phi is None:
             raise MissingFeaturesError(
                 "this CCPO configuration needs the features phi (gate=global or rho > 0 "
                 "uses the kernel baseline) and the batch has none", key="phi",
                 detail="pass StepBatch(phi=...) (the reference policy's hidden states, "
                 "(N, d)), or use gate=hard with rho=0, where phi does not matter")
         reward = batch.reward.to(torch.float64)
-        score = episode_scores(reward, batch)
-        a_ep = episode_term(score, batch, cfg.mode, cfg.epsilon)
+        r_ep = episode_scores(reward, batch)
+        pen = row_penalties(batch, cfg.invalid_penalty)
+        a_ep = episode_term(r_ep - pen, batch, cfg.mode, cfg.epsilon)
         node, n_nodes = anchor_buckets(batch)
         need_values = cfg.target == "successor-node" or cfg.edge_w > 0
         v_next = v_cur = None
         if need_values:
-            v_next, v_cur = node_values(batch, score, node, n_nodes, cfg.gamma,
+            v_next, v_cur = node_values(batch, r_ep, node, n_nodes, cfg.gamma,
                                         cfg.success_value)
         if cfg.target == "successor-node":
             assert v_next is not None
-            tgt = v_next - cfg.invalid_penalty * (~batch.valid).to(torch.float64)
+            tgt = v_next - pen
         else:
-            tgt = discounted_returns(reward, batch, cfg.gamma)
+            tgt = discounted_returns(reward, batch, cfg.gamma) - pen
         feats = None
         if batch.phi is not None:
             first = node if cfg.gate == "hard" else batch.task_index
@@ -150,19 +117,20 @@ class CCPO(Estimator):
                 order = order[torch.argsort(key[order], stable=True)]
             feats = build_features(batch, cfg.whiten_k, cfg.phi, cfg.ctx_w, order)
         credit, level = self._credit(batch, node, n_nodes, tgt, feats)
+        on = credit.credited
         lam = credit.lam
         raw = tgt - (lam * credit.b_loo + (1.0 - lam) * credit.b_obs)
         if cfg.jweight_c > 0:
             raw = raw * credit.j / (credit.j + cfg.jweight_c)
+        step = torch.where(on, raw, torch.zeros_like(raw))
         if cfg.edge_w > 0:
             assert v_next is not None and v_cur is not None
-            everyone = torch.ones_like(credit.credited)
-            raw = raw + cfg.edge_w * _standardise(v_next - v_cur, batch.task_index,
-                                                  batch.n_tasks, cfg.epsilon, everyone)
-        on = credit.credited
-        step = torch.where(on, raw, torch.zeros_like(raw))
-        if cfg.step_norm == "task":
-            step = _standardise(step, batch.task_index, batch.n_tasks, cfg.epsilon, on)
+            step = step + cfg.edge_w * zscore_in_groups(v_next - v_cur, batch.task_index,
+                                                        batch.n_tasks, cfg.epsilon)
+        if cfg.step_norm == "task" or (cfg.step_norm == "mode"
+                                       and cfg.mode == "mean_std_norm"):
+            step = zscore_in_groups(step, batch.task_index, batch.n_tasks, cfg.epsilon, on,
+                                    small="keep")
         adv = a_ep + cfg.step_advantage_w * step
         diag = self._diagnostics(batch, credit, level, node, n_nodes, a_ep, step)
         dtype = batch.reward.dtype
@@ -176,7 +144,7 @@ class CCPO(Estimator):
         Returns the merged :class:`Credit` and ``(N,)`` int64 levels (-1: no credit,
         0: own bucket, 1: task backoff).
         """
-        cfg: CCPOConfig = self.config
+        cfg = self.config
         traj, step = batch.traj_index, batch.step_index
         everyone = torch.ones(batch.n, dtype=torch.bool, device=tgt.device)
         if cfg.gate == "global":

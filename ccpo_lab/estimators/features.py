@@ -39,6 +39,9 @@ MAX_POWER_ITERS = 8
 NEAR_D2 = 1e-4
 """Squared distances below this are recomputed by direct differences in float64."""
 ROW_CHUNK = 1024
+PASS_CHUNK = 256
+"""Rows per chunk of a fused pass over the feature buffer (small enough to stay in cache:
+measured fastest among 128-1024 rows)."""
 THERMO_BINS = 12
 CTX_DIM = 3 * THERMO_BINS + 1
 
@@ -49,16 +52,79 @@ def _work_dtype(phi: torch.Tensor) -> torch.dtype:
     return torch.float32
 
 
-def top_directions(x: torch.Tensor, k: int, seed: int = 0) -> torch.Tensor:
+class _NormalProducts:
+    """Accumulates ``(x^T x z, (x z)^T (x z))`` in float64 over chunks of rows of ``x``,
+    so that a pass that already holds a chunk in cache (the copy) can feed it."""
+
+    def __init__(self, z: torch.Tensor, dtype: torch.dtype) -> None:
+        d, width = z.shape
+        self.zt = z.T.to(dtype).contiguous()
+        self.wt = torch.zeros((width, d), dtype=torch.float64, device=z.device)
+        self.g = torch.zeros((width, width), dtype=torch.float64, device=z.device)
+
+    def add(self, blk: torch.Tensor) -> None:
+        yt = self.zt @ blk.T  # (l, chunk): in this orientation BLAS runs about twice as fast
+        self.wt += (yt @ blk).to(torch.float64)
+        yd = yt.to(torch.float64)
+        self.g += yd @ yd.T
+
+    def result(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.wt.T, self.g
+
+
+def _normal_products(x: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(x^T x z, (x z)^T (x z))`` in float64, in ONE pass over the rows of ``x``.
+
+    ``x``: ``(N, d)``; ``z``: ``(d, l)``. Each chunk of ``PASS_CHUNK`` rows is used for both
+    products while it is in cache, so a power iteration reads ``x`` once, not twice.
+    """
+    acc = _NormalProducts(z, x.dtype)
+    for r in range(0, x.shape[0], PASS_CHUNK):
+        acc.add(x[r:r + PASS_CHUNK])
+    return acc.result()
+
+
+def _power_step(x: torch.Tensor, z: torch.Tensor,
+                products: tuple[torch.Tensor, torch.Tensor] | None = None
+                ) -> torch.Tensor | None:
+    """``x^T Q`` with ``Q`` the orthonormal basis of ``x z`` (``(d, l)``, float64), from one
+    pass (Cholesky QR: ``(xz)^T (xz) = L L^T``, ``x^T Q = x^T x z L^{-T}``; ``products``:
+    that pass's result when already computed); None when ``x z`` is rank-deficient."""
+    w, g = products if products is not None else _normal_products(x, z)
+    chol, info = torch.linalg.cholesky_ex(g)
+    if int(info) != 0:
+        return None
+    return torch.linalg.solve_triangular(chol, w.T, upper=False).T
+
+
+def sketch(d: int, k: int, n: int, dtype: torch.dtype, device: torch.device,
+           seed: int = 0) -> torch.Tensor:
+    """The fixed-seed ``(d, min(k + OVERSAMPLE, n, d))`` Gaussian start of the subspace
+    iteration."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    return torch.randn(d, min(k + OVERSAMPLE, n, d), generator=gen, dtype=dtype,
+                       device=device)
+
+
+def randomized(n: int, d: int) -> bool:
+    """Whether :func:`top_directions` uses the randomized path for an ``(n, d)`` input."""
+    return min(n, d) > EXACT_LIMIT
+
+
+def top_directions(x: torch.Tensor, k: int, seed: int = 0,
+                   first: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """Top ``k`` right singular vectors of ``x``: ``(d, k')`` orthonormal, ``k' <= k``.
 
     ``x``: ``(N, d)`` centred rows. Exact (eigendecomposition of the ``min(N, d)``-sized
     Gram or covariance matrix in float64) when ``min(N, d) <= EXACT_LIMIT``; otherwise
-    randomized subspace iteration seeded with ``seed``. Directions with zero singular
-    value are dropped (they do not change a projection).
+    randomized subspace iteration seeded with ``seed``, one pass over ``x`` per
+    iteration (:func:`_power_step`; Householder QR when that is rank-deficient). Directions
+    with zero singular value are dropped (they do not change a projection). ``first``: the
+    products of the first pass (``x`` times :func:`sketch`), when the caller computed them
+    while writing ``x``.
     """
     n, d = x.shape
-    if min(n, d) <= EXACT_LIMIT:
+    if not randomized(n, d):
         xd = x.to(torch.float64)
         small_rows = n <= d
         gram = xd @ xd.T if small_rows else xd.T @ xd
@@ -68,40 +134,57 @@ def top_directions(x: torch.Tensor, k: int, seed: int = 0) -> torch.Tensor:
         evals, evecs = evals[keep], evecs[:, keep]
         v = (xd.T @ evecs) / evals.sqrt() if small_rows else evecs
         return v.to(x.dtype)
-    gen = torch.Generator(device=x.device).manual_seed(seed)
-    width = min(k + OVERSAMPLE, n, d)
-    omega = torch.randn(d, width, generator=gen, dtype=x.dtype, device=x.device)
-    q = torch.linalg.qr(x @ omega).Q
+    omega = sketch(d, k, n, x.dtype, x.device, seed)
+
+    def step(z: torch.Tensor, products: tuple[torch.Tensor, torch.Tensor] | None = None
+             ) -> torch.Tensor:
+        out = _power_step(x, z, products)
+        if out is None:  # rank-deficient sketch: Householder QR, two passes
+            out = (x.T @ torch.linalg.qr(x @ z.to(x.dtype)).Q).to(torch.float64)
+        return out
+
     tol = 1e-10 if x.dtype == torch.float64 else 1e-5
     prev: torch.Tensor | None = None
-    z = x.T @ q
+    z = step(omega, first)
     for _ in range(MAX_POWER_ITERS):
         s = torch.linalg.svdvals(z)
         if prev is not None and bool(((s[:k] - prev[:k]).abs() <= tol * s[0]).all()):
             break
         prev = s
-        q = torch.linalg.qr(x @ z).Q
-        z = x.T @ q
+        z = step(z)
     u, s, _ = torch.linalg.svd(z, full_matrices=False)
     keep = s[:k] > 1e-12 * float(s[0].clamp_min(1e-300))
-    return u[:, :k][:, keep]
+    return u[:, :k][:, keep].to(x.dtype)
+
+
+def _remove_(blk: torch.Tensor, vt: torch.Tensor | None) -> None:
+    """``blk -= (blk v) v^T`` in place; ``vt``: ``(k, d)`` directions as rows (None: no-op)."""
+    if vt is not None and vt.numel():
+        blk.addmm_((vt @ blk.T).T, vt, alpha=-1.0)
+
+
+def _finish_rows_(x: torch.Tensor, v: torch.Tensor | None) -> None:
+    """In place, chunk by chunk: remove the directions ``v`` (``(d, k)``), L2-normalise
+    each row (floor 1e-9). ``x``: ``(N, d)`` centred rows."""
+    vt = None if v is None else v.T.contiguous()
+    for r in range(0, x.shape[0], PASS_CHUNK):
+        blk = x[r:r + PASS_CHUNK]
+        _remove_(blk, vt)
+        blk.div_(torch.linalg.vector_norm(blk, dim=1).clamp_min(1e-9)[:, None])
+
+
+def _directions(x: torch.Tensor, k: int) -> torch.Tensor | None:
+    return top_directions(x, k) if k > 0 and x.shape[0] > k else None
 
 
 def whiten_(x: torch.Tensor, k: int) -> torch.Tensor:
     """In place: centre, remove the top ``k`` principal directions, L2-normalise (floor
     1e-9). ``x``: ``(N, d)`` float (may be a column slice). A single row is left unchanged
     (as the reference does). Returns ``x``."""
-    n = x.shape[0]
-    if n < 2:
+    if x.shape[0] < 2:
         return x
     x.sub_(x.mean(0))
-    if k > 0 and n > k:
-        v = top_directions(x, k)
-        if v.numel():
-            for r in range(0, n, ROW_CHUNK):
-                blk = x[r:r + ROW_CHUNK]
-                blk.sub_((blk @ v) @ v.T)
-    x.div_(torch.linalg.vector_norm(x, dim=1).clamp_min(1e-9)[:, None])
+    _finish_rows_(x, _directions(x, k))
     return x
 
 
@@ -197,27 +280,52 @@ def build_features(batch: StepBatch, whiten_k: int, mode: str, ctx_w: float,
                    order: torch.Tensor) -> Features:
     """Features of ``batch.phi`` (``(N, d)``), stored in the row ``order`` (``(N,)``).
 
-    One ``(N, D)`` buffer in the work dtype is the only large allocation: ``phi`` is
-    copied into it in ``order``, whitened in place, the context block appended and the
-    rows renormalised in place.
+    One ``(N, D)`` buffer in the work dtype is the only large allocation. Passes over it:
+    ``phi`` copied in ``order`` and centred, one per power iteration of the whitening
+    directions, and one that removes them, normalises each row, appends the context block
+    and renormalises, chunk by chunk while the chunk is in cache.
     """
     assert batch.phi is not None
     phi = batch.phi
     n, d = phi.shape
     with_ctx = mode == "hidden+ctx" and ctx_w > 0
     width = d + (CTX_DIM if with_ctx else 0)
-    f = torch.empty((n, width), dtype=_work_dtype(phi), device=phi.device)
+    dt = _work_dtype(phi)
+    f = torch.empty((n, width), dtype=dt, device=phi.device)
     x = f[:, :d]
-    for r in range(0, n, ROW_CHUNK):
-        x[r:r + ROW_CHUNK] = phi[order[r:r + ROW_CHUNK]]
-    whiten_(x, whiten_k)
+    centre = phi.mean(0, dtype=dt) if n >= 2 else None
+    fuse = centre is not None and whiten_k > 0 and n > whiten_k and randomized(n, d)
+    acc = _NormalProducts(sketch(d, whiten_k, n, dt, phi.device), dt) if fuse else None
+    for r in range(0, n, PASS_CHUNK):
+        rows = phi[order[r:r + PASS_CHUNK]].to(dt)
+        if centre is None:  # a single row is left as it is (the reference's whitening)
+            x[r:r + PASS_CHUNK] = rows
+            continue
+        blk = torch.sub(rows, centre, out=x[r:r + PASS_CHUNK])
+        if acc is not None:  # the first power-iteration pass, while the chunk is in cache
+            acc.add(blk)
     pos = torch.empty_like(order)
     pos[order] = torch.arange(n, device=order.device)
-    if not with_ctx:
-        return Features(f=f, pos=pos, phi=phi, ctx=None)
-    ctx = ctx_w * context_block(batch)
-    f[:, d:] = ctx[order].to(f.dtype)
-    zz = torch.linalg.vector_norm(x, dim=1).to(torch.float64).square()
-    total = (zz + (ctx[order] * ctx[order]).sum(1)).sqrt().clamp_min(1e-9)
-    f.mul_((1.0 / total).to(f.dtype)[:, None])
+    ctx = ctx_w * context_block(batch) if with_ctx else None
+    v = None
+    if centre is not None and whiten_k > 0 and n > whiten_k:
+        v = top_directions(x, whiten_k, first=None if acc is None else acc.result())
+    vt = None if v is None else v.T.contiguous()
+    for r in range(0, n, PASS_CHUNK):
+        blk = x[r:r + PASS_CHUNK]
+        scale = torch.ones(blk.shape[0], dtype=torch.float64, device=blk.device)
+        if centre is not None:
+            _remove_(blk, vt)
+            norm = torch.linalg.vector_norm(blk, dim=1).to(torch.float64)
+            scale = 1.0 / norm.clamp_min(1e-9)
+            zz = (norm * scale).square()  # the whitened row's squared norm: 1, or 0
+        else:
+            zz = torch.linalg.vector_norm(blk, dim=1).to(torch.float64).square()
+        if ctx is not None:
+            c = ctx[order[r:r + PASS_CHUNK]]
+            total = (zz + (c * c).sum(1)).sqrt().clamp_min(1e-9)
+            f[r:r + PASS_CHUNK, d:] = (c / total[:, None]).to(dt)
+            scale = scale / total
+        if centre is not None or ctx is not None:
+            blk.mul_(scale.to(dt)[:, None])
     return Features(f=f, pos=pos, phi=phi, ctx=ctx)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from ccpo_lab.estimators.base import Estimator, EstimatorOutput, register
+from ccpo_lab.estimators.base import Estimator, EstimatorOutput
 from ccpo_lab.estimators.batch import StepBatch
 from ccpo_lab.estimators.grouping import (
     anchor_buckets,
@@ -16,18 +14,10 @@ from ccpo_lab.estimators.grouping import (
     group_count,
     normalise_in_groups,
     percentile,
+    row_penalties,
 )
 from ccpo_lab.estimators.grpo import abs_mean
-
-
-@dataclass(frozen=True)
-class GiGPOConfig:
-    """Resolved GiGPO parameters (see ``spec.py``)."""
-
-    gamma: float
-    mode: str
-    epsilon: float
-    step_advantage_w: float
+from ccpo_lab.estimators.params import GiGPOParams
 
 
 def bucket_diagnostics(sizes: torch.Tensor) -> dict[str, float]:
@@ -41,23 +31,26 @@ def bucket_diagnostics(sizes: torch.Tensor) -> dict[str, float]:
             "singleton_frac": float((s <= 1).to(torch.float64).mean())}
 
 
-@register
 class GiGPO(Estimator):
     """``A = A_ep + step_advantage_w * A_step``.
 
-    ``A_step``: the discounted return-to-go ``G`` normalised inside its anchor bucket
-    ``(task_uid, anchor_obs)``; the bucket mean includes the row itself, the standard
-    deviation is unbiased, and a singleton bucket gives 0 (GiGPO's ``step_norm_reward``).
+    ``A_ep``: GRPO's episode term (:class:`~ccpo_lab.estimators.grpo.GRPO`). ``A_step``:
+    the step return ``G_t - invalid_penalty * [row t invalid]`` (``G`` the discounted
+    return-to-go of the raw rewards; the penalty is not discounted into earlier turns, as
+    verl-agent subtracts it from ``step_rewards`` after computing them) normalised inside
+    its anchor bucket ``(task_uid, anchor_obs)``; the bucket mean includes the row itself,
+    the standard deviation is unbiased, and a singleton bucket gives 0 (GiGPO's
+    ``step_norm_reward``).
     """
 
-    name = "gigpo"
-    config_cls = GiGPOConfig
+    config: GiGPOParams
 
     def compute(self, batch: StepBatch) -> EstimatorOutput:
-        cfg: GiGPOConfig = self.config
+        cfg = self.config
         reward = batch.reward.to(torch.float64)
-        a_ep = episode_term(episode_scores(reward, batch), batch, cfg.mode, cfg.epsilon)
-        g = discounted_returns(reward, batch, cfg.gamma)
+        pen = row_penalties(batch, cfg.invalid_penalty)
+        a_ep = episode_term(episode_scores(reward, batch) - pen, batch, cfg.mode, cfg.epsilon)
+        g = discounted_returns(reward, batch, cfg.gamma) - pen
         bucket, nb = anchor_buckets(batch)
         a_step = normalise_in_groups(g, bucket, nb, cfg.mode, cfg.epsilon, singleton="self")
         adv = a_ep + cfg.step_advantage_w * a_step

@@ -86,6 +86,20 @@ def group_mean_std(
     return mean, std, n
 
 
+def group_constant(values: torch.Tensor, ids: torch.Tensor, count: int) -> torch.Tensor:
+    """``(count,)`` bool: whether every value of the group is the same (empty: True).
+
+    ``values``: ``(N,)`` float; ``ids``: ``(N,)``.
+    """
+    import torch
+
+    lo = torch.full((count,), float("inf"), dtype=values.dtype, device=values.device)
+    hi = torch.full((count,), float("-inf"), dtype=values.dtype, device=values.device)
+    lo.scatter_reduce_(0, ids, values, "amin")
+    hi.scatter_reduce_(0, ids, values, "amax")
+    return (hi <= lo)
+
+
 def normalise_in_groups(
     values: torch.Tensor, ids: torch.Tensor, count: int, mode: str, epsilon: float,
     *, singleton: str,
@@ -97,6 +111,8 @@ def normalise_in_groups(
     value passes through) or ``"self"`` (the mean includes the row itself: the result is 0).
     A singleton's divisor is ``1 + epsilon`` rounded to float32, as verl computes it
     (``torch.tensor(1.0) + epsilon``), so the result equals verl's to the last digit.
+    A group of two or more equal values gives exactly 0 (verl, in float32, gives rounding
+    noise there when the value is not representable: the one intended difference).
     """
     import torch
 
@@ -107,10 +123,36 @@ def normalise_in_groups(
     denom = std + epsilon
     one = float(torch.tensor(1.0, dtype=torch.float32) + epsilon)
     denom = denom.masked_fill(single, one)
-    centred = values - mean[ids]
+    const = group_constant(values, ids, count) & ~single
+    centred = torch.where(const[ids], torch.zeros_like(values), values - mean[ids])
     if mode == "mean_std_norm":
         return centred / denom[ids]
     return centred
+
+
+def zscore_in_groups(values: torch.Tensor, ids: torch.Tensor, count: int, epsilon: float,
+                     mask: torch.Tensor | None = None, *, small: str = "zero") -> torch.Tensor:
+    """``(v - mean) / (std + epsilon)`` (unbiased std) over the ``mask`` rows of each group
+    that has at least two of them; a constant group gives exactly 0.
+
+    ``values``, ``ids``, ``mask``: ``(N,)`` (``mask`` None: every row). Rows outside the
+    mask keep their value; the mask rows of a group with fewer than two mask rows get 0
+    (``small="zero"``) or keep their value (``small="keep"``). Returns ``(N,)``.
+    """
+    import torch
+
+    sel = torch.arange(values.numel(), device=values.device) if mask is None \
+        else torch.nonzero(mask).flatten()
+    out = values.clone()
+    if sel.numel() == 0:
+        return out
+    v, g = values[sel], ids[sel]
+    mean, std, n = group_mean_std(v, g, count)
+    const = group_constant(v, g, count)
+    z = torch.where(const[g], torch.zeros_like(v), (v - mean[g]) / (std[g] + epsilon))
+    few = n[g] < 2
+    out[sel] = torch.where(few, torch.zeros_like(v) if small == "zero" else v, z)
+    return out
 
 
 def discounted_returns(reward: torch.Tensor, batch: StepBatch, gamma: float) -> torch.Tensor:
@@ -144,6 +186,15 @@ def episode_scores(reward: torch.Tensor, batch: StepBatch) -> torch.Tensor:
     return sums[batch.traj_index]
 
 
+def row_penalties(batch: StepBatch, penalty: float) -> torch.Tensor:
+    """``(N,)`` float64 ``penalty * [row's action invalid]``: what verl-agent's
+    ``apply_invalid_action_penalty`` subtracts from that row alone (its episode score and
+    its step return), never from the trajectory's other rows."""
+    import torch
+
+    return penalty * (~batch.valid).to(torch.float64)
+
+
 def episode_term(score: torch.Tensor, batch: StepBatch, mode: str, epsilon: float) -> torch.Tensor:
     """GRPO's episode term over the rows of each task group (singleton: mean 0, std 1).
 
@@ -165,27 +216,3 @@ def percentile(values: torch.Tensor, q: float) -> float:
     if values.numel() == 0:
         return float("nan")
     return float(torch.quantile(values.to(torch.float64), q / 100.0))
-
-
-def segment_median(values: torch.Tensor, seg: torch.Tensor, count: int) -> torch.Tensor:
-    """numpy's median of each segment (mean of the two middle values for an even size).
-
-    ``values``: ``(P,)`` float64, finite and >= 0; ``seg``: ``(P,)`` segment ids in
-    ``[0, count)``. Returns ``(count,)``, NaN for an empty segment. One sort on the key
-    ``seg * M + value`` (``M`` above every value): values closer than about 1e-12 may swap
-    places, which moves a median by at most that much.
-    """
-    import torch
-
-    if values.numel() == 0:
-        return torch.full((count,), float("nan"), dtype=values.dtype, device=values.device)
-    span = 2.0 * float(values.max()) + 1.0
-    order = torch.argsort(seg.to(values.dtype) * span + values)
-    ordered = values[order]
-    sizes = group_count(seg, count)
-    starts = torch.cumsum(sizes, 0) - sizes
-    last = ordered.numel() - 1
-    lo = (starts + (sizes - 1).clamp_min(0) // 2).clamp(max=last)
-    hi = (starts + sizes // 2).clamp(max=last)
-    med = (ordered[lo] + ordered[hi]) / 2
-    return torch.where(sizes > 0, med, torch.full_like(med, float("nan")))

@@ -1,23 +1,14 @@
-"""GRPO: the group-normalised episode score alone (verl's ``compute_grpo_outcome_advantage``)."""
+"""GRPO: the group-normalised episode score alone (verl's ``compute_grpo_outcome_advantage``
+fed verl-agent's per-row scores)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from ccpo_lab.estimators.base import Estimator, EstimatorOutput, register
+from ccpo_lab.estimators.base import Estimator, EstimatorOutput
 from ccpo_lab.estimators.batch import StepBatch
-from ccpo_lab.estimators.grouping import episode_scores, episode_term
-
-
-@dataclass(frozen=True)
-class GRPOConfig:
-    """Resolved GRPO parameters (see ``spec.py``)."""
-
-    gamma: float
-    mode: str
-    epsilon: float
+from ccpo_lab.estimators.grouping import episode_scores, episode_term, row_penalties
+from ccpo_lab.estimators.params import GRPOParams
 
 
 def abs_mean(values: torch.Tensor) -> float:
@@ -25,21 +16,23 @@ def abs_mean(values: torch.Tensor) -> float:
     return float(values.abs().mean()) if values.numel() else float("nan")
 
 
-@register
 class GRPO(Estimator):
-    """Episode term only: ``(R - mean_task) / (std_task + epsilon)`` over the task's rows.
+    """Episode term only: ``(S - mean_task) / (std_task + epsilon)`` over the task's rows.
 
-    ``R`` is the row's episode score (the sum of its trajectory's rewards); statistics run
-    over the rows of each task group (a singleton group has mean 0, std 1; the standard
-    deviation is unbiased). ``mode=mean_norm`` drops the division. ``gamma`` is unused.
+    ``S_i = R(traj_i) - invalid_penalty * [row i invalid]``: the trajectory's episode
+    reward (sum of its raw rewards), less the penalty of this row's own action, as
+    verl-agent's reward manager and ``apply_invalid_action_penalty`` leave it on the row's
+    last response token. Statistics run over the rows of each task group (a singleton
+    group has mean 0, std 1; the standard deviation is unbiased; a constant group gives
+    0). ``mode=mean_norm`` drops the division. ``gamma`` is unused.
     """
 
-    name = "grpo"
-    config_cls = GRPOConfig
+    config: GRPOParams
 
     def compute(self, batch: StepBatch) -> EstimatorOutput:
-        cfg: GRPOConfig = self.config
-        score = episode_scores(batch.reward.to(torch.float64), batch)
+        cfg = self.config
+        score = episode_scores(batch.reward.to(torch.float64), batch) - row_penalties(
+            batch, cfg.invalid_penalty)
         a_ep = episode_term(score, batch, cfg.mode, cfg.epsilon)
         dtype = batch.reward.dtype
         diag = {"adv_ep_absmean": abs_mean(a_ep), "n_tasks": float(batch.n_tasks),

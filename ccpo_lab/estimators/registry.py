@@ -1,16 +1,17 @@
-"""The public entry points: ``get_estimator`` and ``available_estimators``."""
+"""The public entry points: ``get_estimator`` and ``available_estimators``.
+
+Both go through the one registry of :mod:`ccpo_lab.estimators.spec`: the entry that
+validates an estimator's parameters is the entry that builds it.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ccpo_lab.estimators import ccpo as _ccpo  # noqa: F401  (registers "ccpo")
-from ccpo_lab.estimators import gigpo as _gigpo  # noqa: F401  (registers "gigpo")
-from ccpo_lab.estimators import grpo as _grpo  # noqa: F401  (registers "grpo")
-from ccpo_lab.estimators.base import REGISTRY, Estimator, EstimatorOutput, EstimatorRegistry
+from ccpo_lab.estimators.base import Estimator, EstimatorOutput
+from ccpo_lab.estimators.spec import entry, estimator_names
 
-__all__ = ["REGISTRY", "Estimator", "EstimatorOutput", "EstimatorRegistry",
-           "available_estimators", "get_estimator"]
+__all__ = ["Estimator", "EstimatorOutput", "available_estimators", "get_estimator"]
 
 
 def get_estimator(name: str, **params: Any) -> Estimator:
@@ -18,12 +19,14 @@ def get_estimator(name: str, **params: Any) -> Estimator:
 
     Unknown names, unknown parameters and out-of-range values raise
     :class:`~ccpo_lab.estimators.errors.ParamError` (a ``UserError`` and a ``ValueError``)
-    listing the valid names, keys or range. The estimator exposes ``.name`` and ``.params``
-    (every parameter, defaults included).
+    listing the valid names, keys or range. The estimator exposes ``.name``, ``.config``
+    (its parameter dataclass) and ``.params`` (every parameter, defaults included).
     """
-    return REGISTRY.create(name, params)
+    e = entry(name)
+    config = e.params.resolve(params, estimator=name)
+    return e.load()(config, name=name)
 
 
 def available_estimators() -> list[str]:
     """Names accepted by :func:`get_estimator`, sorted."""
-    return REGISTRY.names()
+    return estimator_names()

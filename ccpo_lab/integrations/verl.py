@@ -21,14 +21,15 @@ Expected ``DataProto`` fields (names configurable through :class:`DataProtoKeys`
   position of the row among its trajectory's rows in batch order (verl-agent gathers
   rows turn by turn, so rows of a trajectory appear in turn order); rows duplicated for
   padding must be removed first (they would be turns of their own);
-- per-turn reward: by default ``batch["token_level_rewards"].sum(-1)`` ``(bs,)`` (upstream
-  verl's convention: a turn's reward sits on its response tokens); ``reward_key`` may name
-  a ``(bs,)`` tensor or ``(bs, L)`` tensor in ``batch`` or a ``(bs,)`` array in
-  ``non_tensor_batch``. verl-agent's ``token_level_rewards`` carry the *episode* reward,
-  so its hook passes ``reward_key="rewards"`` (its per-turn environment rewards) and
-  ``invalid_penalty=<invalid_action_penalty_coef>``;
-- validity: ``non_tensor_batch["is_action_valid"]`` ``(bs,)`` (all valid when absent);
-  ``invalid_penalty`` is subtracted from the reward of invalid rows;
+- per-turn raw reward: by default ``batch["token_level_rewards"].sum(-1)`` ``(bs,)``
+  (upstream verl's convention: a turn's reward sits on its response tokens); ``reward_key``
+  may name a ``(bs,)`` tensor or ``(bs, L)`` tensor in ``batch`` or a ``(bs,)`` array in
+  ``non_tensor_batch``. verl-agent's ``token_level_rewards`` carry the *episode* reward
+  (with the invalid-action penalty already subtracted), so its hook passes
+  ``reward_key="rewards"``: its raw per-turn environment rewards;
+- validity: ``non_tensor_batch["is_action_valid"]`` ``(bs,)`` (all valid when absent).
+  Nothing here subtracts a penalty: the estimator applies its ``invalid_penalty`` to the
+  invalid rows (episode score and step return of that row alone, as verl-agent does);
 - features: ``batch["ccpo_phi_feats"]`` (or ``batch["ccpo_lab_phi"]``) ``(bs, d)``, optional;
 - ``batch["response_mask"]`` ``(bs, L)``, or ``attention_mask[:, -L:]`` with
   ``L = responses.shape[1]``.
@@ -66,7 +67,6 @@ class DataProtoKeys:
     reward: str = "token_level_rewards"
     valid: str = "is_action_valid"
     phi: tuple[str, ...] = ("ccpo_phi_feats", "ccpo_lab_phi")
-    invalid_penalty: float = 0.0
 
 
 def _has(data: DataProto, key: str) -> bool:
@@ -132,9 +132,6 @@ def step_batch_from_dataproto(data: DataProto, keys: DataProtoKeys | None = None
     valid_col = _column(data, keys.valid, required=False)
     valid = np.ones(len(data), dtype=bool) if valid_col is None else (
         np.asarray(valid_col, dtype=np.float64).reshape(len(data)) > 0.5)
-    if keys.invalid_penalty:
-        pen = torch.as_tensor(~valid, dtype=reward.dtype, device=reward.device)
-        reward = reward - keys.invalid_penalty * pen
     phi = next((data.batch[k] for k in keys.phi if _has(data, k)), None)
     return StepBatch(task_uid=_column(data, keys.task), traj_uid=traj, step=step,
                      anchor_obs=_column(data, keys.anchor_obs), reward=reward, valid=valid,

@@ -39,8 +39,16 @@ CHECKS: tuple[tuple[str, str], ...] = (
     ("verl.workers.fsdp_workers", "ActorRolloutRefWorker.compute_ref_log_prob"),
     ("verl.workers.actor.dp_actor", "DataParallelPPOActor._forward_micro_batch"),
     ("verl.trainer.ppo.core_algos", "register_adv_est"),
+    ("verl.trainer.ppo.ray_trainer", "adjust_batch"),
+    ("verl.workers.rollout.vllm_rollout.vllm_rollout_spmd", "LLM"),
+    ("verl.workers.rollout.vllm_rollout.vllm_rollout_spmd", "vLLMRollout.generate_sequences"),
+    ("agent_system.environments.env_package.alfworld.envs", "AlfworldWorker.ccpo_lab_seed"),
 )
 """(module, attribute) pairs the hooks rely on."""
+
+NEEDS_VLLM = ("verl.workers.rollout.vllm_rollout.vllm_rollout_spmd",)
+"""Modules that import vLLM: ``skip`` (not ``FAIL``) where vLLM is not installed (a CPU
+environment); ``ccpo-lab doctor`` checks that the trainer's environment has vLLM."""
 
 
 def with_hook(overrides: list[str]) -> list[str]:
@@ -75,11 +83,16 @@ def check_verl_origin(path: Path) -> str:
 def check(path: Path) -> int:
     """Print one line per hooked attribute; 0 when every one exists and patched cleanly."""
     import importlib
+    import importlib.util
 
     from ccpo_lab.integrations import verl_agent_hooks
 
     failures = 0
+    has_vllm = importlib.util.find_spec("vllm") is not None
     for mod_name, attr in CHECKS:
+        if mod_name in NEEDS_VLLM and not has_vllm:
+            print(f"skip  {mod_name}.{attr}: vllm is not installed here")
+            continue
         try:
             obj = importlib.import_module(mod_name)
             for part in attr.split("."):

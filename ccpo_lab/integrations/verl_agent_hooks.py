@@ -18,6 +18,10 @@ module                                           patch (:mod:`.verl_agent_patche
 ``verl.workers.fsdp_workers``                    reference pass returns the features
 ``verl.workers.actor.dp_actor``                  final-norm hook during the reference pass
 ``verl.trainer.ppo.core_algos``                  ``register_adv_est`` of ccpo-lab's estimators
+``verl.workers.rollout.vllm_rollout.``           vLLM engine seed = the run's; one seed per
+``vllm_rollout_spmd``                            request (never one for all)
+``agent_system.environments.env_package.``       ``AlfworldWorker.ccpo_lab_seed``: re-seeded
+``alfworld.envs``                                before each rollout (games per run seed, step)
 ===============================================  =============================================
 
 Written against verl-agent commit ``796ed310287fa605c9292a0fce07a86d79fde05e``;
@@ -44,6 +48,8 @@ TARGETS: dict[str, str] = {
     "verl.workers.fsdp_workers": "patch_fsdp_workers",
     "verl.workers.actor.dp_actor": "patch_dp_actor",
     "verl.trainer.ppo.core_algos": "patch_core_algos",
+    "verl.workers.rollout.vllm_rollout.vllm_rollout_spmd": "patch_vllm_rollout",
+    "agent_system.environments.env_package.alfworld.envs": "patch_alfworld_envs",
 }
 """Module -> name of its patch function in :mod:`ccpo_lab.integrations.verl_agent_patches`."""
 

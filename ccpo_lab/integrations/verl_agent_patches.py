@@ -11,12 +11,17 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from ccpo_lab.integrations.verl_agent_env import ENV_CAPTURE_PHI, ENV_RUN_DIR
+from ccpo_lab.integrations import verl_agent_seeds as seeds
+from ccpo_lab.integrations.verl_agent_env import (
+    ENV_CAPTURE_PHI,
+    ENV_RUN_DIR,
+    ENV_RUN_SEED,
+    ENV_VLLM_SEED,
+)
 from ccpo_lab.integrations.verl_agent_io import (
     RunFileLogger,
     record_step1,
@@ -45,6 +50,8 @@ class HookState:
     """Built estimators by name."""
     recorded_estimator: bool = False
     """Whether ``run.json["estimator_instantiated"]`` was written."""
+    best_pending: tuple[int, float] | None = None
+    """(step, value) of a new best evaluation whose checkpoint is about to be saved."""
 
 
 STATE = HookState()
@@ -64,7 +71,7 @@ def ccpo_lab_section(config: Any) -> dict[str, Any] | None:
     if node is None:
         return None
     out = OmegaConf.to_container(node, resolve=True)
-    return out if isinstance(out, dict) else None
+    return {str(k): v for k, v in out.items()} if isinstance(out, dict) else None
 
 
 def routed(adv_estimator: Any, config: Any) -> tuple[str, dict[str, Any]] | None:
@@ -91,24 +98,44 @@ def _estimator(name: str, params: dict[str, Any]) -> Any:
     return STATE.estimators[key]
 
 
-def _penalty(config: Any) -> float:
+def trainer_penalty(config: Any) -> float:
+    """The invalid-action penalty verl-agent applies: ``actor.invalid_action_penalty_coef``
+    when ``actor.use_invalid_action_penalty`` (verl-agent's default: on), else 0."""
     actor = config.actor_rollout_ref.actor
     if not actor.get("use_invalid_action_penalty", True):
         return 0.0
     return float(actor.get("invalid_action_penalty_coef", 0.0))
 
 
+def estimator_params(params: dict[str, Any], config: Any) -> dict[str, Any]:
+    """``params`` with ``invalid_penalty`` = the trainer's penalty, which both come from
+    the protocol; a different explicit value is refused (one source of truth)."""
+    from ccpo_lab.estimators.errors import ParamError
+
+    pen = trainer_penalty(config)
+    if "invalid_penalty" in params and float(params["invalid_penalty"]) != pen:
+        raise ParamError("differs from the trainer's invalid-action penalty",
+                         key="algorithm.ccpo_lab.params.invalid_penalty",
+                         value=params["invalid_penalty"], valid=[pen],
+                         detail="both come from the protocol's invalid_action_penalty")
+    return {**params, "invalid_penalty": pen}
+
+
 def ccpo_lab_advantage(data: Any, name: str, params: dict[str, Any], config: Any) -> Any:
     """Fill ``advantages`` / ``returns`` of a verl-agent batch with ccpo-lab's estimator.
 
-    Rows verl-agent copied to pad the batch (same ``traj_uid`` and turn) are computed once
-    and share the result. The features are popped after use (not shipped to the actor).
+    The estimator gets the raw per-turn rewards (``non_tensor_batch["rewards"]``) and the
+    validity flags and applies the trainer's invalid-action penalty itself; nothing is
+    subtracted before. Rows verl-agent copied to pad the batch (same ``traj_uid`` and turn)
+    are computed once and share the result (verl-agent's own estimators count the copies
+    in their group statistics). The features are popped after use (not shipped to the
+    actor).
     """
     import torch
 
     from ccpo_lab.integrations.verl import DataProtoKeys, compute_token_advantages
 
-    est = _estimator(name, params)
+    est = _estimator(name, estimator_params(params, config))
     nt = data.non_tensor_batch
     if STEP_KEY not in nt:
         raise KeyError(f"rollout rows lack {STEP_KEY!r}: the rollout-loop hook did not run")
@@ -117,8 +144,7 @@ def ccpo_lab_advantage(data: Any, name: str, params: dict[str, Any], config: Any
     inverse = np.array([codes.setdefault(k, len(codes)) for k in keys], dtype=np.int64)
     unique_rows = _first_rows(inverse)
     sub = data.select_idxs(unique_rows) if len(unique_rows) < len(data) else data
-    dp_keys = DataProtoKeys(step=STEP_KEY, reward="rewards", phi=(PHI_KEY,),
-                            invalid_penalty=_penalty(config))
+    dp_keys = DataProtoKeys(step=STEP_KEY, reward="rewards", phi=(PHI_KEY,))
     adv_sub, out = compute_token_advantages(sub, est, keys=dp_keys)
     adv = adv_sub[torch.as_tensor(inverse, device=adv_sub.device)]
     data.batch["advantages"] = adv
@@ -151,8 +177,18 @@ def _record_estimator(est: Any) -> None:
 
 
 # ----------------------------------------------------------------------- ray_trainer
-def patch_ray_trainer(mod: ModuleType) -> None:
-    """Route ``compute_advantage``; let ``RayPPOTrainer`` accept ``ccpo``; ``val/length``."""
+def patch_ray_trainer(mod: Any) -> None:
+    """Route ``compute_advantage``; let ``RayPPOTrainer`` accept ``ccpo``; ``val/length``,
+    the best evaluation's checkpoint, seeded batch padding."""
+    _patch_estimator_route(mod)
+    _patch_validate_and_save(mod.RayPPOTrainer)
+    if hasattr(mod, "adjust_batch"):
+        _patch_adjust_batch(mod)
+
+
+def _patch_estimator_route(mod: Any) -> None:
+    """``RayPPOTrainer.__init__`` admits ccpo-lab's estimators; ``compute_advantage``
+    routes them to :func:`ccpo_lab_advantage`."""
     cls = mod.RayPPOTrainer
     known = {_value(e) for e in mod.AdvantageEstimator}
     orig_init = cls.__init__
@@ -185,6 +221,10 @@ def patch_ray_trainer(mod: ModuleType) -> None:
 
     mod.compute_advantage = compute_advantage
 
+
+def _patch_validate_and_save(cls: Any) -> None:
+    """``_validate`` adds ``val/length/mean`` and tracks the best evaluation;
+    ``_save_checkpoint`` keeps that evaluation's checkpoint."""
     orig_validate = cls._validate
 
     @functools.wraps(orig_validate)
@@ -196,9 +236,81 @@ def patch_ray_trainer(mod: ModuleType) -> None:
             lengths, STATE.val_lengths = STATE.val_lengths, None
         if isinstance(metrics, dict) and lengths:
             metrics["val/length/mean"] = float(np.mean(lengths))
+        if isinstance(metrics, dict) and os.environ.get(ENV_RUN_DIR):
+            _track_best(self, metrics)
         return metrics
 
     cls._validate = _validate
+
+    if hasattr(cls, "_save_checkpoint"):
+        orig_save = cls._save_checkpoint
+
+        @functools.wraps(orig_save)
+        def _save_checkpoint(self: Any, *args: Any, **kwargs: Any) -> Any:
+            out = orig_save(self, *args, **kwargs)
+            pending = STATE.best_pending
+            if pending is not None and pending[0] == int(self.global_steps):
+                from ccpo_lab.integrations.verl_agent_weights import keep_best
+
+                keep_best(_checkpoints(self), *pending)
+                STATE.best_pending = None
+            return out
+
+        cls._save_checkpoint = _save_checkpoint
+
+
+def _patch_adjust_batch(mod: Any) -> None:
+    """verl-agent draws the padding rows of ``adjust_batch`` with the global
+    ``np.random``: draw them under a seed of (run seed, step) and leave the global state
+    as it was."""
+    orig_adjust = mod.adjust_batch
+
+    @functools.wraps(orig_adjust)
+    def adjust_batch(*args: Any, **kwargs: Any) -> Any:
+        state = np.random.get_state()
+        np.random.seed(seeds.padding_seed(_run_seed(), _global_step() or 0))
+        try:
+            return orig_adjust(*args, **kwargs)
+        finally:
+            np.random.set_state(state)
+
+    mod.adjust_batch = adjust_batch
+
+
+def _checkpoints(trainer: Any) -> Any:
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    where = OmegaConf.select(trainer.config, "trainer.default_local_dir", default=None)
+    return None if where is None else Path(str(where))
+
+
+def _track_best(trainer: Any, metrics: dict[str, Any]) -> None:
+    """A new best held-out value: keep this step's checkpoint (saving one if none is due)."""
+    from ccpo_lab.integrations import verl_agent_weights as W
+
+    value = metrics.get(W.METRIC)
+    ckpt = _checkpoints(trainer)
+    if value is None or ckpt is None or not hasattr(trainer, "_save_checkpoint"):
+        return
+    step = int(getattr(trainer, "global_steps", 0))
+    if not W.is_new_best(ckpt, float(value)):
+        return
+    if step <= 0:
+        W.write_best(ckpt, {"step": 0, "value": float(value), "metric": W.METRIC,
+                            "weights": "the base model (backend.verl.model_path)"})
+        return
+    STATE.best_pending = (step, float(value))
+    cfg = trainer.config.trainer
+    save_freq = int(cfg.get("save_freq", -1) or -1)
+    last = step >= int(getattr(trainer, "total_training_steps", step + 1))
+    if not (save_freq > 0 and (last or step % save_freq == 0)):
+        trainer._save_checkpoint()       # none due at this step: keep one now
+
+
+def _run_seed() -> int:
+    return int(os.environ.get(ENV_RUN_SEED, "0") or 0)
 
 
 # ----------------------------------------------------------------------- rollout loop
@@ -228,15 +340,16 @@ def dump_step1(batch: Any, tokenizer: Any, group_size: int, run_dir: str) -> str
     return record_step1(run_dir, episodes)
 
 
-def patch_rollout_loop(mod: ModuleType) -> None:
+def patch_rollout_loop(mod: Any) -> None:
     """Turn index on every row; step-1 rollouts; evaluation episode lengths."""
     cls = mod.TrajectoryCollector
     orig = cls.multi_turn_loop
 
     @functools.wraps(orig)
     def multi_turn_loop(self: Any, *args: Any, **kwargs: Any) -> Any:
+        is_train = bool(kwargs.get("is_train", args[3] if len(args) > 3 else True))
+        args, kwargs = _seeded_call(args, kwargs, is_train)
         out = orig(self, *args, **kwargs)
-        is_train = kwargs.get("is_train", args[3] if len(args) > 3 else True)
         nt = out.non_tensor_batch
         nt[STEP_KEY] = turn_indices(list(nt["traj_uid"]))
         run_dir = os.environ.get(ENV_RUN_DIR)
@@ -250,8 +363,152 @@ def patch_rollout_loop(mod: ModuleType) -> None:
     cls.multi_turn_loop = multi_turn_loop
 
 
+_LOOP_ARGS = ("gen_batch", "actor_rollout_wg", "envs", "is_train")
+
+
+def _seeded_call(args: tuple[Any, ...], kwargs: dict[str, Any], is_train: bool
+                 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``multi_turn_loop``'s arguments with the rollout seeded by (run seed, step).
+
+    The ALFWorld workers are re-seeded for this step (a step's games depend only on (run
+    seed, step)) and the actor worker group is wrapped so that every generation request
+    carries its own seed (:class:`SeedingWorkerGroup`).
+    """
+    bound = dict(zip(_LOOP_ARGS, args, strict=False))
+    bound.update(kwargs)
+    step = _global_step()
+    if step is None:
+        return args, kwargs
+    split = "train" if is_train else "val"
+    reseed_envs(bound.get("envs"), split, step)
+    wg = bound.get("actor_rollout_wg")
+    if wg is not None and not isinstance(wg, SeedingWorkerGroup):
+        bound["actor_rollout_wg"] = SeedingWorkerGroup(wg, _run_seed(), split, step)
+    n = min(len(args), len(_LOOP_ARGS))
+    return (tuple(bound.pop(k) for k in _LOOP_ARGS[:n]),
+            {k: v for k, v in bound.items()})
+
+
+class SeedingWorkerGroup:
+    """The actor worker group, with a seed per request on every ``generate_sequences``.
+
+    Call ``c`` of a rollout (its turn, counting retries) gives row ``r`` the seed
+    :func:`~ccpo_lab.integrations.verl_agent_seeds.request_seeds` ``[r]`` in
+    ``non_tensor_batch[SEED_KEY]``; the patched vLLM rollout hands it to vLLM as that
+    request's ``SamplingParams.seed``. Every other attribute is the wrapped group's.
+    """
+
+    def __init__(self, wg: Any, run_seed: int, split: str, step: int) -> None:
+        self._wg = wg
+        self._key = (run_seed, split, step)
+        self._calls = 0
+
+    def generate_sequences(self, data: Any, *args: Any, **kwargs: Any) -> Any:
+        """Add the request seeds, then generate."""
+        run_seed, split, step = self._key
+        data.non_tensor_batch[seeds.SEED_KEY] = np.array(
+            seeds.request_seeds(run_seed, split, step, self._calls, len(data)), dtype=object)
+        self._calls += 1
+        return self._wg.generate_sequences(data, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._wg, name)
+
+
+def _workers(envs: Any) -> tuple[list[Any], int] | None:
+    """(worker handles, group size) of verl-agent's ALFWorld environments, else None."""
+    inner = getattr(envs, "envs", None)
+    workers = getattr(inner, "workers", None)
+    if not workers or inner is None or not hasattr(inner, "group_n"):
+        return None
+    return list(workers), int(inner.group_n)
+
+
+def reseed_envs(envs: Any, split: str, step: int) -> bool:
+    """Re-seed every ALFWorld worker for this step's rollout; False when not ALFWorld's."""
+    found = _workers(envs)
+    if found is None:
+        return False
+    workers, group_n = found
+    from omegaconf import OmegaConf
+
+    env_seed = int(OmegaConf.select(STATE.config, "env.seed", default=0) or 0) \
+        if STATE.config is not None else 0
+    refs = []
+    for i, w in enumerate(workers):
+        j = i // group_n if split == "train" else i
+        refs.append(w.ccpo_lab_seed.remote(seeds.task_seed(env_seed, split, step, j)))
+    _ray_get(refs)
+    return True
+
+
+def _ray_get(refs: list[Any]) -> list[Any]:
+    if refs and type(refs[0]).__name__ == "ObjectRef":
+        import ray
+
+        return list(ray.get(refs))
+    return refs
+
+
+def patch_alfworld_envs(mod: Any) -> None:
+    """``AlfworldWorker.ccpo_lab_seed(key)``: re-seed the worker's game stream."""
+    cls = mod.AlfworldWorker
+
+    def ccpo_lab_seed(self: Any, key: Any) -> list[Any]:
+        return self.env.seed(key)
+
+    cls.ccpo_lab_seed = ccpo_lab_seed
+
+
+# ----------------------------------------------------------------------- vLLM rollout
+def patch_vllm_rollout(mod: Any) -> None:
+    """vLLM's engine seed = the run's; each request its own ``SamplingParams.seed``.
+
+    ``LLM(seed=...)`` gets :data:`~ccpo_lab.integrations.verl_agent_env.ENV_VLLM_SEED`;
+    ``vLLMRollout.generate_sequences`` pops the per-row seeds the driver added
+    (:class:`SeedingWorkerGroup`) and passes one ``SamplingParams`` per request.
+    """
+    orig_llm = mod.LLM
+
+    def LLM(*args: Any, **kwargs: Any) -> Any:  # noqa: N802 - vLLM's name
+        value = os.environ.get(ENV_VLLM_SEED)
+        if value is not None:
+            kwargs["seed"] = int(value)
+        return orig_llm(*args, **kwargs)
+
+    mod.LLM = LLM
+    cls = mod.vLLMRollout
+    orig = cls.generate_sequences
+
+    @functools.wraps(orig)
+    def generate_sequences(self: Any, prompts: Any, *args: Any, **kwargs: Any) -> Any:
+        per_row = prompts.non_tensor_batch.pop(seeds.SEED_KEY, None)
+        if per_row is None:
+            return orig(self, prompts, *args, **kwargs)
+        engine = self.inference_engine
+        orig_generate = engine.generate
+
+        def generate(*a: Any, sampling_params: Any = None, **k: Any) -> Any:
+            if sampling_params is not None and not isinstance(sampling_params, list):
+                per = []
+                for s in per_row:
+                    sp = sampling_params.clone()
+                    sp.seed = int(s)
+                    per.append(sp)
+                sampling_params = per
+            return orig_generate(*a, sampling_params=sampling_params, **k)
+
+        engine.generate = generate
+        try:
+            return orig(self, prompts, *args, **kwargs)
+        finally:
+            del engine.generate
+
+    cls.generate_sequences = generate_sequences
+
+
 # ----------------------------------------------------------------------- tracking
-def patch_tracking(mod: ModuleType) -> None:
+def patch_tracking(mod: Any) -> None:
     """``file`` backend = :class:`RunFileLogger`; pending diagnostics join each log."""
     cls = mod.Tracking
     orig_init = cls.__init__
@@ -284,7 +541,7 @@ def _capture_enabled() -> bool:
     return os.environ.get(ENV_CAPTURE_PHI, "") == "1"
 
 
-def patch_dp_actor(mod: ModuleType) -> None:
+def patch_dp_actor(mod: Any) -> None:
     """During a reference pass, keep the final norm's output of every micro-batch."""
     from ccpo_lab.integrations.verl_agent_phi import last_prompt_hidden
 
@@ -308,7 +565,7 @@ def patch_dp_actor(mod: ModuleType) -> None:
     cls._forward_micro_batch = _forward_micro_batch
 
 
-def patch_fsdp_workers(mod: ModuleType) -> None:
+def patch_fsdp_workers(mod: Any) -> None:
     """``compute_ref_log_prob`` also returns ``ccpo_lab_phi`` ``(bs, hidden)``."""
     cls = mod.ActorRolloutRefWorker
     orig = cls.compute_ref_log_prob
@@ -331,7 +588,7 @@ def patch_fsdp_workers(mod: ModuleType) -> None:
 
 
 # ----------------------------------------------------------------------- core_algos
-def patch_core_algos(mod: ModuleType) -> None:
+def patch_core_algos(mod: Any) -> None:
     """Register ccpo-lab's estimators where verl has a registry (upstream verl).
 
     verl-agent's ``core_algos`` predates ``register_adv_est``; it gets a dict-backed one so

@@ -18,6 +18,7 @@ ccpo-lab asks which kind it holds.
 
 from __future__ import annotations
 
+import shlex
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -163,6 +164,27 @@ class Launcher(ABC):
         """``(name, ok|FIX|skip, detail)`` lines for ``ccpo-lab doctor``: is this machine
         ready to launch with these settings?"""
         return [(f"{self.kind} launcher", "ok", self.resources())]
+
+    def runs_execute_here(self) -> bool:
+        """Whether this process is on a machine where the runs execute (False on a Slurm
+        login node: what ``doctor`` finds about GPUs or data here says nothing about the
+        runs; :meth:`call_in_job` asks where they execute)."""
+        return True
+
+    def job_python(self) -> str | None:
+        """The interpreter command a job of this launcher starts (shell-quoted): the run's
+        (:attr:`Needs.python <ccpo_lab.placement.Needs.python>`), else None (submitit's
+        default: this interpreter)."""
+        return shlex.quote(self.needs.python) if self.needs.python else None
+
+    def call_in_job(self, fn: Callable[[Any], T], arg: Any, *, name: str,
+                    timeout_min: int = 20) -> tuple[str, T]:
+        """``fn(arg)`` inside a one-node job of this launcher, where a run would execute
+        (its settings, one node with the GPUs a run needs, the run's interpreter, at most
+        ``timeout_min`` minutes); waits for it. Returns (where it ran, what ``fn``
+        returned). Job files go to ``<sweep>/_jobs/<name>/``. This default calls it here,
+        in this process (``inline``)."""
+        return f"here (launcher {self.kind})", fn(arg)
 
     # ------------------------------------------------------------ submitting
     @abstractmethod

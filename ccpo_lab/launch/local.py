@@ -8,6 +8,9 @@ slice (:mod:`ccpo_lab.launch.gpulock`). Runs that need no GPU get CPU slots
 (``CUDA_VISIBLE_DEVICES`` empty). The machine's GPUs are ``$CCPO_LAB_NUM_GPUS`` (a count),
 else ``$CUDA_VISIBLE_DEVICES``, else the ``nvidia-smi -L`` count, else none.
 
+Each run's job runs the interpreter the run needs (:attr:`Needs.python
+<ccpo_lab.placement.Needs.python>`: a verl run's ``backend.verl.python``), as under Slurm,
+so a run executes the same code under both launchers; the pool itself runs this one.
 Without ``--wait`` the pool runs in a detached process (``python -m
 ccpo_lab.launch.local QUEUE_FILE``) that survives the terminal; its queue file and log
 live in ``<sweep dir>/_jobs/``.
@@ -25,7 +28,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ccpo_lab.config.launcher import LauncherSettings, Where
 from ccpo_lab.config.validate import check_range
@@ -60,6 +63,8 @@ class LocalSettings(LauncherSettings):
             check_range(self.gpus_per_run, low=0, key="launcher.gpus_per_run",
                         file=where("launcher.gpus_per_run"))
 
+
+T = TypeVar("T")
 
 NUM_GPUS_ENV = "CCPO_LAB_NUM_GPUS"
 """Environment variable with the machine's GPU count (overrides detection)."""
@@ -132,11 +137,14 @@ class _PoolState:
 class SlotPool:
     """Run callables through submitit's local executor, one per free slot at a time."""
 
-    def __init__(self, slots: Sequence[tuple[int, ...]], poll_s: float = 0.2) -> None:
+    def __init__(self, slots: Sequence[tuple[int, ...]], poll_s: float = 0.2,
+                 python: str | None = None) -> None:
         if not slots:
             raise ValueError("a pool needs at least one slot")
         self.slots = list(slots)
         self.poll_s = poll_s
+        self.python = python
+        """The interpreter command the jobs run (shell-quoted; None: this one)."""
         self._stop = False
 
     def stop(self) -> None:
@@ -146,7 +154,7 @@ class SlotPool:
     def _start(self, folder: Path, slot: tuple[int, ...], fn: Callable[[], Any]) -> Any:
         from submitit import LocalExecutor
 
-        ex = LocalExecutor(folder=folder)
+        ex = LocalExecutor(folder=folder, python=self.python)
         ex.update_parameters(timeout_min=NO_TIMEOUT_MIN, gpus_per_node=len(slot),
                              visible_gpus=tuple(slot), signal_delay_s=30)
         return ex.submit(fn)
@@ -261,8 +269,9 @@ def _should_start(key: str) -> bool:
 
 def run_queue(run_dirs: Sequence[str], slots: Sequence[tuple[int, ...]],
               pool_pid: int | None = None, tick: Callable[[], object] | None = None,
-              pool: SlotPool | None = None) -> dict[str, Any]:
-    """Run the run directories through a slot pool, recording ``job.json`` for each."""
+              pool: SlotPool | None = None, python: str | None = None) -> dict[str, Any]:
+    """Run the run directories through a slot pool, recording ``job.json`` for each
+    (``python``: the interpreter command the jobs run; None: this one)."""
     from ccpo_lab.launch.job import RunJob, submitit_log_paths
 
     def on_start(key: str, job: Any, slot: tuple[int, ...]) -> None:
@@ -271,24 +280,27 @@ def run_queue(run_dirs: Sequence[str], slots: Sequence[tuple[int, ...]],
                       gpus=",".join(map(str, slot)), started=time.time(),
                       **submitit_log_paths(rd.logs / "%j", job.job_id))
 
-    pool = pool or SlotPool(slots)
+    pool = pool or SlotPool(slots, python=python)
     tasks = [(str(d), RunJob(d, placement_here), RunDir(Path(d)).logs / "%j")
              for d in run_dirs]
     return pool.run(tasks, on_start=on_start, should_start=_should_start, tick=tick)
 
 
 def spawn_pool(sweep_dir: Path, run_dirs: Sequence[str], slots: Sequence[tuple[int, ...]],
-               before_start: Callable[[Path], Any] | None = None) -> tuple[int, Path, Path]:
+               before_start: Callable[[Path], Any] | None = None,
+               python: str | None = None) -> tuple[int, Path, Path]:
     """Start a detached pool for ``run_dirs``. Returns (pid, queue file, log file).
 
-    ``before_start(queue_file)`` runs after the queue file is written, before the pool starts.
+    ``before_start(queue_file)`` runs after the queue file is written, before the pool
+    starts; ``python``: the interpreter command the jobs run (None: this one).
     """
     jobs_dir = SweepDir(Path(sweep_dir).resolve()).jobs
     jobs_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
     queue = jobs_dir / f"local-pool-{stamp}.json"
     log = jobs_dir / f"local-pool-{stamp}.log"
-    atomic_write_json(queue, {"runs": list(run_dirs), "slots": [list(s) for s in slots]})
+    atomic_write_json(queue, {"runs": list(run_dirs), "slots": [list(s) for s in slots],
+                              "python": python})
     if before_start is not None:
         before_start(queue)
     with log.open("ab") as out:
@@ -359,6 +371,19 @@ class LocalLauncher(Launcher):
         """``max_parallel``."""
         return self.local.max_parallel
 
+    def call_in_job(self, fn: Callable[[Any], T], arg: Any, *, name: str,
+                    timeout_min: int = 20) -> tuple[str, T]:
+        """One job of submitit's local executor with a run's GPU slice size, run by the
+        run's interpreter (no slot lock: it does not wait for a sweep's runs)."""
+        from submitit import LocalExecutor
+
+        ex = LocalExecutor(folder=self.sweep.jobs.resolve() / name / "%j", max_num_timeout=0,
+                           python=self.job_python())
+        ex.update_parameters(timeout_min=timeout_min,
+                             gpus_per_node=per_run_gpus(self.local, self.needs))
+        job = ex.submit(fn, arg)
+        return f"local job {job.job_id}", job.result()
+
     def machine_checks(self) -> list[tuple[str, str, str]]:
         """This machine's slots for the sweep."""
         try:
@@ -380,7 +405,8 @@ class LocalLauncher(Launcher):
                                       f"({text})", handle=(dirs, slots))
         # job.json names the queue before the pool starts, so the pool's updates come after.
         pid, queue, log = spawn_pool(self.sweep.path, dirs, slots, before_start=lambda q: (
-            parallel(lambda rd: rd.record_job(launcher=self.kind, pool_queue=str(q)), runs)))
+            parallel(lambda rd: rd.record_job(launcher=self.kind, pool_queue=str(q)), runs)),
+            python=self.job_python())
         return Submission(runs=tuple(runs), detached=True,
                           record={"pool_pid": pid, "queue": str(queue), **record},
                           message=f"started a local pool (pid {pid}) for {len(runs)} runs on "
@@ -391,7 +417,7 @@ class LocalLauncher(Launcher):
         dirs, slots = submission.handle
         monitor.start()
         try:
-            run_queue(dirs, slots, pool_pid=os.getpid(),
+            run_queue(dirs, slots, pool_pid=os.getpid(), python=self.job_python(),
                       tick=monitor.refresh if monitor.is_live() else None)
         finally:
             monitor.stop()
@@ -446,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
 
     spec = json.loads(Path(args[0]).read_text(encoding="utf-8"))
     slots = [tuple(s) for s in spec["slots"]]
-    pool = this.SlotPool(slots)
+    pool = this.SlotPool(slots, python=spec.get("python"))
 
     def on_term(signum: int, _frame: Any) -> None:
         raise KeyboardInterrupt(f"signal {signum}")

@@ -3,18 +3,21 @@
 A sweep larger than the cluster's ``MaxArraySize`` is split into several arrays (one
 ``sbatch`` call each). Jobs are :class:`~ccpo_lab.launch.job.RunJob` callables: on timeout
 or preemption they are requeued (at most ``max_num_timeout`` times) and resume from the
-run's checkpoint. Queries (``sacct``, falling back to ``squeue``) run with a short timeout
-and never wait for a job.
+run's checkpoint. The jobs run the interpreter the run needs (:attr:`Needs.python
+<ccpo_lab.placement.Needs.python>`: a verl run's ``backend.verl.python``, the trainer
+environment), not the one that submitted them. Queries (``sacct``, falling back to
+``squeue``) run with a short timeout and never wait for a job.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ccpo_lab.config.launcher import LauncherSettings, Where
 from ccpo_lab.config.validate import check_range
@@ -32,6 +35,8 @@ from ccpo_lab.runs.layout import RunDir
 
 if TYPE_CHECKING:
     from ccpo_lab.launch.status import RunStatus
+
+T = TypeVar("T")
 
 QUERY_TIMEOUT_S = 5.0
 """Seconds a status query may take before it is abandoned."""
@@ -172,6 +177,32 @@ class SlurmLauncher(Launcher):
         """``array_parallelism``."""
         return self.slurm.array_parallelism
 
+    def executor(self, folder: Any, max_num_timeout: int) -> Any:
+        """A submitit ``SlurmExecutor`` whose jobs run the run's interpreter
+        (:meth:`~ccpo_lab.launch.base.Launcher.job_python`), not the submitting one."""
+        from submitit import SlurmExecutor
+
+        return SlurmExecutor(folder=folder, max_num_timeout=max_num_timeout,
+                             python=self.job_python())
+
+    def runs_execute_here(self) -> bool:
+        """Only inside a Slurm allocation (not on a login node)."""
+        return self.detect() is not None
+
+    def call_in_job(self, fn: Callable[[Any], T], arg: Any, *, name: str,
+                    timeout_min: int = 20) -> tuple[str, T]:
+        """One job (not an array) with the sweep's partition, account, QoS, constraint and
+        CPUs, one node with the GPUs per node a run needs, ``timeout_min`` minutes, no
+        requeue."""
+        one = dataclasses.replace(self.slurm, time_min=timeout_min)
+        params = slurm_parameters(one, job_name=f"ccpo-{name}-{self.name}",
+                                  needs=dataclasses.replace(self.needs, nodes=1))
+        params.pop("array_parallelism", None)
+        ex = self.executor(self.sweep.jobs.resolve() / name / "%j", max_num_timeout=0)
+        ex.update_parameters(**params)
+        job = ex.submit(fn, arg)
+        return f"slurm job {job.job_id}", job.result()
+
     def machine_checks(self) -> list[tuple[str, str, str]]:
         """``sinfo`` answers here and lists the sweep's partition."""
         if shutil.which("sinfo") is None:
@@ -200,12 +231,11 @@ class SlurmLauncher(Launcher):
 
     def submit_arrays(self, targets: Sequence[RunDir]) -> list[SlurmSubmission]:
         """Submit ``targets`` (one array per ``MaxArraySize`` chunk); record ``job.json``."""
-        from submitit import SlurmExecutor
         from submitit.core.utils import FailedJobError
 
         from ccpo_lab.launch.job import RunJob, submitit_log_paths
 
-        ex = SlurmExecutor(folder=self.folder, max_num_timeout=self.slurm.max_num_timeout)
+        ex = self.executor(self.folder, max_num_timeout=self.slurm.max_num_timeout)
         ex.update_parameters(**self.parameters())
         out: list[SlurmSubmission] = []
         for chunk in chunks(list(targets), max_array_size()):

@@ -36,6 +36,18 @@ class SeedCheck:
     """Fingerprint of every arm of the seed (None: not recorded)."""
     divergences: dict[str, Divergence | str] = field(default_factory=dict)
     """Arm -> first divergence from the reference (or why it cannot be located)."""
+    groups: int | None = None
+    """Step-1 groups (tasks) with >= 2 rollouts in the reference arm's rollout file (None:
+    no file to count)."""
+    distinct_groups: int | None = None
+    """How many of them hold rollouts that are not all identical."""
+
+    @property
+    def collapsed(self) -> bool:
+        """Whether most step-1 groups are degenerate (every rollout of a group the same):
+        fewer than half of the groups distinct. Group-relative advantages are then ~0 for
+        every arm, and identical step-1 rollouts across arms prove nothing."""
+        return bool(self.groups) and 2 * (self.distinct_groups or 0) < (self.groups or 0)
     left_out: tuple[str, ...] = ()
     """Directories of this seed that are not runs of their place, each as
     ``<arm>/<dir>: left out: why`` (their arms are not compared)."""
@@ -116,6 +128,30 @@ def _locate(ref_dir: Path, other_dir: Path) -> Divergence | str:
         "(a rollout file was rewritten after its fingerprint was recorded)"
 
 
+def count_groups(episodes: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+    """(groups with >= 2 rollouts, groups among them whose rollouts are not all identical).
+
+    A group is a ``task_id``; rollouts are compared by their turns.
+    """
+    from ccpo_lab.config.identity import canonical_json
+
+    by_task: dict[str, set[str]] = {}
+    sizes: dict[str, int] = {}
+    for ep in episodes:
+        t = str(ep.get("task_id"))
+        by_task.setdefault(t, set()).add(canonical_json(list(ep.get("turns", []))))
+        sizes[t] = sizes.get(t, 0) + 1
+    groups = [t for t, n in sizes.items() if n >= 2]
+    return len(groups), sum(1 for t in groups if len(by_task[t]) > 1)
+
+
+def _group_counts(run_dir: Path) -> tuple[int | None, int | None]:
+    eps = read_rollouts(RunDir(run_dir).rollouts)
+    if not eps:
+        return None, None
+    return count_groups(eps)
+
+
 def verify_sweep(sweep_dir: str | Path, reference: str | None = None) -> list[SeedCheck]:
     """Check every seed of a sweep directory (newest directory per (arm, seed)).
 
@@ -169,7 +205,9 @@ def _check_seed(seed: int, dirs: Mapping[str, Path], ref: str, left_out: tuple[s
         status = "missing"
     else:
         status = "identical"
-    return SeedCheck(seed, status, seed_ref, fps, divergences, left_out)
+    groups, varied = _group_counts(dirs[seed_ref]) if fps.get(seed_ref) else (None, None)
+    return SeedCheck(seed, status, seed_ref, fps, divergences, groups=groups,
+                     distinct_groups=varied, left_out=left_out)
 
 
 def _clip(text: Any, width: int = 160) -> str:
@@ -216,11 +254,12 @@ def _format_check(c: SeedCheck) -> list[str]:
         return [f"seed {c.seed}: NOT VERIFIED (no usable run directory)"]
     if c.status == "identical":
         fp = next(iter(c.fingerprints.values()))
-        return [f"seed {c.seed}: identical ({n} arms, fingerprint {(fp or '')[:12]})"]
+        return [f"seed {c.seed}: identical ({n} arms, fingerprint {(fp or '')[:12]}"
+                f"{_groups_text(c)})"]
     if c.status == "single":
         (arm, fp), = c.fingerprints.items()
         what = f"fingerprint {fp[:12]}" if fp else "NO fingerprint"
-        return [f"seed {c.seed}: only {arm} ({what}): nothing to compare"]
+        return [f"seed {c.seed}: only {arm} ({what}{_groups_text(c)}): nothing to compare"]
     out: list[str] = []
     if c.status == "different":
         groups: dict[str | None, list[str]] = {}
@@ -238,3 +277,20 @@ def _format_check(c: SeedCheck) -> list[str]:
                    "step1.fingerprint: the run has not reached step 1, or its backend did "
                    "not record it)")
     return out
+
+
+def _groups_text(c: SeedCheck) -> str:
+    if not c.groups:
+        return ""
+    return f"; {c.distinct_groups} of {c.groups} step-1 groups distinct"
+
+
+def collapse_line(checks: Sequence[SeedCheck]) -> str | None:
+    """One line naming the seeds whose step-1 groups collapsed (None when none did)."""
+    bad = [c for c in checks if c.collapsed]
+    if not bad:
+        return None
+    what = "; ".join(f"{c.distinct_groups} of {c.groups}" for c in bad)
+    return (f"step-1 groups COLLAPSED for seed {', '.join(str(c.seed) for c in bad)}: {what} "
+            "groups have rollouts that differ (every rollout of a group sampled the same "
+            "actions: check the rollout seeding)")

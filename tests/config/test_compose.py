@@ -23,7 +23,8 @@ def test_shipped_arms_resolve(repo: Path) -> None:
     assert (p["gate"], p["target"], p["rho"], p["backoff_task"], p["jweight_c"]) == (
         "hard", "return", 0.0, True, 1.0)
     assert (p["shrink"], p["tau"], p["whiten_k"], p["phi"], p["edge_w"], p["step_norm"]) == (
-        "eb", 0.15, 3, "hidden+ctx", 1.0, "task")
+        "eb", 0.15, 3, "hidden+ctx", 1.0, "mode")
+    assert (p["backoff_rho"], p["invalid_penalty"]) == (0.5, 0.1)  # the reference's values
     glob = load_arm("ccpo-global-successor", repo / "arms").estimator.params
     assert (glob["gate"], glob["target"], glob["rho"], glob["backoff_task"]) == (
         "global", "successor-node", 0.0, False)
@@ -43,7 +44,7 @@ def test_child_with_other_estimator_drops_parent_params(workdir: Path) -> None:
     arm = load_arm("child", workdir / "arms")
     assert arm.estimator.name == "gigpo"
     assert arm.estimator.params == {"gamma": 0.95, "mode": "mean_std_norm", "epsilon": 1e-6,
-                                    "step_advantage_w": 0.5}
+                                    "invalid_penalty": 0.1, "step_advantage_w": 0.5}
 
 
 def test_training_overrides_apply_to_protocol(workdir: Path) -> None:
@@ -76,6 +77,29 @@ def test_overrides(repo: Path) -> None:
     assert (cfg.launcher.kind, cfg.launcher.partition) == ("slurm", "gpu")
     assert cfg.protocol.lr == 0.01 and isinstance(cfg.protocol.lr, float)
     assert cfg.analysis.window_start == 10
+
+
+def test_an_override_adds_or_replaces_an_entry_of_a_mapping(repo: Path) -> None:
+    """``backend.verl.env.X=v``, ``backend.verl.ray_env.X=v`` and, under the launcher the
+    overrides select, ``launcher.sbatch_extra.X=v``: entries of free-form mappings."""
+    sw = load_sweep(repo / "sweeps" / "alfworld-qwen7b-slurm.yaml",
+                    ["backend.verl.env.HF_HOME=/hf", "backend.verl.ray_env.OMP_NUM_THREADS=2",
+                     "launcher.sbatch_extra.exclusive=true"])
+    verl = sw.config.backend.verl
+    assert verl.env == {"HF_HOME": "/hf"} and verl.ray_env["OMP_NUM_THREADS"] == "2"
+    assert verl.ray_env["RAY_num_server_call_thread"] == "1"     # the other defaults stay
+    assert sw.config.launcher.sbatch_extra == {"exclusive": True}
+    demo = load_sweep(repo / "sweeps" / "demo.yaml",
+                      ["launcher=slurm", "launcher.sbatch_extra.exclusive=true"])
+    assert demo.config.launcher.sbatch_extra == {"exclusive": True}
+    with pytest.raises(UserError, match=r"launcher.sbatch_extra.exclusive: a setting of "
+                                        r"launcher slurm, not of local; valid: kind, "):
+        load_sweep(repo / "sweeps" / "demo.yaml", ["launcher.sbatch_extra.exclusive=true"])
+    with pytest.raises(UserError, match=r"launcher.sbatch_extra.nosuch: unknown sbatch"):
+        load_sweep(repo / "sweeps" / "alfworld-qwen7b-slurm.yaml",
+                   ["launcher.sbatch_extra.nosuch=1"])
+    with pytest.raises(UserError, match=r"backend.verl.envs.X: unknown key in override"):
+        load_sweep(repo / "sweeps" / "alfworld-qwen7b-slurm.yaml", ["backend.verl.envs.X=1"])
 
 
 def test_launcher_does_not_change_identity(repo: Path) -> None:

@@ -1,8 +1,11 @@
 """A slow, loop-per-row transcription of the estimator semantics (tests only).
 
-Written from the issue text and the module docstrings, independently of the vectorised
+Written from the issue text (issue 11: the semantics of verl-agent 796ed31 and of the CCPO
+authors' trainer) and the module docstrings, independently of the vectorised
 implementation: numpy float64, a full SVD for whitening, direct pairwise differences.
-Used to cross-check the real estimators on random batches.
+Rewards are raw; ``invalid_penalty`` is subtracted from the invalid row's own episode
+score and step return (and successor-node target), never from other rows. Used to
+cross-check the real estimators on random batches.
 """
 
 from __future__ import annotations
@@ -50,11 +53,20 @@ def norm_groups(values: np.ndarray, keys: list[Any], mode: str, eps: float,
         if len(rows) == 1:  # verl: mean torch.tensor(0.0), std torch.tensor(1.0) (float32)
             mean = 0.0 if singleton_zero_mean else v[0]
             denom = float(np.float32(1.0) + np.float32(eps))
+        elif np.all(v == v[0]):  # a constant group: exactly 0
+            continue
         else:
             mean = v.mean()
             denom = v.std(ddof=1) + eps
         out[rows] = (v - mean) / denom if mode == "mean_std_norm" else v - mean
     return out
+
+
+def zscore(v: np.ndarray, eps: float) -> np.ndarray:
+    """(v - mean) / (unbiased std + eps) of >= 2 values; a constant vector gives 0."""
+    if np.all(v == v[0]):
+        return np.zeros(len(v))
+    return (v - v.mean()) / (v.std(ddof=1) + eps)
 
 
 def whiten(x: np.ndarray, k: int) -> np.ndarray:
@@ -141,7 +153,8 @@ def ccpo_step(p: dict[str, Any], task: list[Any], traj: list[Any], step: list[in
               obs: list[str], reward: np.ndarray, valid: np.ndarray,
               phi: np.ndarray | None) -> np.ndarray:
     n = len(task)
-    r_ep = scores(traj, reward)
+    r_ep = scores(traj, reward)  # raw episode reward: node values never see the penalty
+    pen = p["invalid_penalty"] * (1.0 - valid.astype(float))
     trajs = _trajectories(traj, step)
     nodes = [(task[i], obs[i]) for i in range(n)]
     acc: dict[Any, list[float]] = defaultdict(list)
@@ -156,11 +169,12 @@ def ccpo_step(p: dict[str, Any], task: list[Any], traj: list[Any], step: list[in
             if pos + 1 < len(rows):
                 v_next[i] = value[nodes[rows[pos + 1]]]
             else:
-                v_next[i] = p["success_value"] if r_ep[i] > 0 else 0.0
+                success = abs(r_ep[i] - p["success_value"]) < 1e-9
+                v_next[i] = p["success_value"] if success else 0.0
     if p["target"] == "successor-node":
-        tgt = v_next - p["invalid_penalty"] * (1.0 - valid.astype(float))
+        tgt = v_next - pen
     else:
-        tgt = returns(traj, step, reward, p["gamma"])
+        tgt = returns(traj, step, reward, p["gamma"]) - pen
     feats = features(p, traj, step, obs, phi) if phi is not None else None
     credit: dict[int, tuple[float, float]] = {}
     if p["gate"] == "global":
@@ -175,41 +189,40 @@ def ccpo_step(p: dict[str, Any], task: list[Any], traj: list[Any], step: list[in
                 if todo:
                     credit.update(credit_rows(rows, todo, traj, tgt, feats, p,
                                               p["rho"] * p["backoff_rho"], False))
-    edge = np.zeros(n)
-    if p["edge_w"] > 0:
+    s = np.zeros(n)
+    for i, (raw, j) in credit.items():
+        s[i] = raw * j / (j + p["jweight_c"]) if p["jweight_c"] > 0 else raw
+    if p["edge_w"] > 0:  # every row of a task with > 1 rows, credited or not
         gain = v_next - v_cur
         for rows in _rows_by(task).values():
             if len(rows) > 1:
-                g = gain[rows]
-                edge[rows] = p["edge_w"] * (g - g.mean()) / (g.std(ddof=1) + p["epsilon"])
-    s = np.zeros(n)
-    for i, (raw, j) in credit.items():
-        if p["jweight_c"] > 0:
-            raw = raw * j / (j + p["jweight_c"])
-        s[i] = raw + edge[i]
-    if p["step_norm"] == "task":
-        out = np.zeros(n)
+                s[rows] += p["edge_w"] * zscore(gain[rows], p["epsilon"])
+    if p["step_norm"] == "task" or (p["step_norm"] == "mode"
+                                    and p["mode"] == "mean_std_norm"):
         for rows in _rows_by(task).values():
             live = [i for i in rows if i in credit]
-            if len(live) >= 2:
-                v = s[live]
-                out[live] = (v - v.mean()) / (v.std(ddof=1) + p["epsilon"])
-        s = out
+            if len(live) >= 2:  # a lone credited row keeps its value
+                s[live] = zscore(s[live], p["epsilon"])
     return s
 
 
 def naive_advantages(name: str, p: dict[str, Any], task: list[Any], traj: list[Any],
                      step: list[int], obs: list[str], reward: np.ndarray, valid: np.ndarray,
                      phi: np.ndarray | None = None) -> np.ndarray:
-    """The advantages of estimator ``name`` with resolved parameters ``p``: ``(N,)``."""
+    """The advantages of estimator ``name`` with resolved parameters ``p``: ``(N,)``.
+
+    ``reward``: raw environment rewards (no penalty); ``valid``: admissible actions.
+    """
     reward = np.asarray(reward, dtype=np.float64)
-    a_ep = norm_groups(scores(traj, reward), list(task), p["mode"], p["epsilon"], True)
+    valid = np.asarray(valid)
+    pen = p["invalid_penalty"] * (1.0 - valid.astype(float))
+    a_ep = norm_groups(scores(traj, reward) - pen, list(task), p["mode"], p["epsilon"], True)
     if name == "grpo":
         return a_ep
     if name == "gigpo":
-        g = returns(traj, step, reward, p["gamma"])
+        g = returns(traj, step, reward, p["gamma"]) - pen
         nodes = [(task[i], obs[i]) for i in range(len(task))]
         return a_ep + p["step_advantage_w"] * norm_groups(g, nodes, p["mode"], p["epsilon"],
                                                           False)
-    step_term = ccpo_step(p, task, traj, step, obs, reward, np.asarray(valid), phi)
+    step_term = ccpo_step(p, task, traj, step, obs, reward, valid, phi)
     return a_ep + p["step_advantage_w"] * step_term

@@ -76,14 +76,18 @@ def test_turn_index_derived_from_row_order() -> None:
     assert batch.step.tolist() == cols["step"]
 
 
-def test_env_rewards_with_invalid_penalty() -> None:
+def test_env_rewards_pass_through_raw() -> None:
+    # verl-agent's hook reads the raw per-turn rewards; nothing subtracts the penalty
+    # before the estimator (which applies its invalid_penalty to the invalid rows itself)
     cols = random_columns(np.random.default_rng(7), d=4)
-    env = np.where(cols["valid"], cols["reward"], cols["reward"] + 0.1)  # unpenalised
+    assert not cols["valid"].all()
     data, _ = dataproto(cols, token_rewards=False)
-    data.non_tensor_batch["rewards"] = env.astype(np.float32)
-    keys = adapter.DataProtoKeys(reward="rewards", invalid_penalty=0.1)
-    batch = adapter.step_batch_from_dataproto(data, keys)
-    np.testing.assert_allclose(batch.reward.numpy(), cols["reward"], atol=1e-6)
+    data.non_tensor_batch["rewards"] = cols["reward"].astype(np.float32)
+    batch = adapter.step_batch_from_dataproto(data, adapter.DataProtoKeys(reward="rewards"))
+    np.testing.assert_array_equal(batch.reward.numpy(), cols["reward"].astype(np.float32))
+    np.testing.assert_array_equal(batch.valid.numpy(), cols["valid"])
+    assert "invalid_penalty" not in {f.name for f in
+                                     adapter.DataProtoKeys.__dataclass_fields__.values()}
 
 
 def test_apply_writes_advantages_and_mask_from_attention() -> None:

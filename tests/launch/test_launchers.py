@@ -275,7 +275,7 @@ def test_the_launcher_plans_what_the_backend_needs(workdir: Path) -> None:
     from ccpo_lab.launch.plan import launcher_for, sweep_needs
 
     slurm = load_sweep(workdir / "sweeps" / "alfworld-qwen7b-slurm.yaml")
-    assert sweep_needs(slurm) == Needs(nodes=1, gpus_per_node=8)
+    assert sweep_needs(slurm) == Needs(nodes=1, gpus_per_node=8, python="python3")
     launcher = launcher_for(slurm, workdir / "results")
     assert launcher.placement() == Placement(ntasks=1, cpus=64)
     assert launcher.resources() == ("partition=gpu nodes=1 gpus/node=8 cpus=64 time=2880m "

@@ -135,3 +135,24 @@ def test_a_slice_held_by_another_sweep_waits(tmp_path: Path) -> None:
     again = try_lock((0,))              # the pool let go of GPU 0 when its run ended
     assert again is not None
     again.release()
+
+
+@pytest.mark.slow
+def test_the_pool_runs_its_jobs_with_the_runs_interpreter(tmp_path: Path) -> None:
+    """``Needs.python`` (a verl run's ``backend.verl.python``): the local launcher's jobs
+    run it, as Slurm's do, not the interpreter of the pool."""
+    import functools
+    import shlex
+
+    used = tmp_path / "used"
+    py = tmp_path / "trainer env" / "python"          # a space: the command is shell-quoted
+    py.parent.mkdir()
+    py.write_text(f"#!/bin/sh\necho \"$@\" >> {shlex.quote(str(used))}\n"
+                  f"exec {shlex.quote(sys.executable)} \"$@\"\n")
+    py.chmod(0o755)
+    out = tmp_path / "out"
+    out.mkdir()
+    jobs = SlotPool([()], python=shlex.quote(str(py))).run(
+        [("a", functools.partial(_record, str(out), "a"), tmp_path / "a" / "%j")])
+    assert jobs["a"].result() == "a"
+    assert "-m submitit.core._submit" in used.read_text()

@@ -168,3 +168,31 @@ def test_requeued_job_resumes_identically(workdir: Path, tmp_path: Path,
     assert main(["status", str(sweep_dir)]) == 0
     assert "completed" in capsys.readouterr().out
     assert rd.read_job()["history"] == []  # requeues keep the job: no new submission
+
+
+def test_call_in_job_runs_a_callable_in_one_job_with_the_runs_interpreter(
+        tmp_path: Path) -> None:
+    """What ``doctor --on-node`` uses: one job (no array) of the sweep's Slurm settings,
+    started by the interpreter the run needs (``Needs.python``), its result returned."""
+    import math
+    import shlex
+    import sys
+
+    from ccpo_lab.launch.slurm import SlurmLauncher, SlurmSettings
+    from ccpo_lab.placement import Needs
+
+    used = tmp_path / "used"
+    py = tmp_path / "trainer env" / "python"
+    py.parent.mkdir()
+    py.write_text(f"#!/bin/sh\necho \"$@\" >> {shlex.quote(str(used))}\n"
+                  f"exec {shlex.quote(sys.executable)} \"$@\"\n")
+    py.chmod(0o755)
+    launcher = SlurmLauncher(SlurmSettings(partition="debug", time_min=5), tmp_path / "sweep",
+                             name="probe",
+                             needs=Needs(nodes=2, python=str(py)))
+    where, value = launcher.call_in_job(math.factorial, 5, name="doctor", timeout_min=5)
+    assert value == 120 and where.startswith("slurm job ")
+    assert "-m submitit.core._submit" in used.read_text()
+    jid = where.split()[-1]
+    script = (tmp_path / "sweep" / "_jobs" / "doctor" / jid / f"{jid}_submission.sh")
+    assert "#SBATCH --nodes=1" in script.read_text()        # one node, whatever a run spans

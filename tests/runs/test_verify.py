@@ -85,3 +85,46 @@ def test_no_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_step1_agreement(x: dict, y: dict, status: str, detail: str) -> None:
     a = step1_agreement(x, y)
     assert (a.status, a.detail, a.verified) == (status, detail, status == "verified")
+
+
+def _group_episodes(n_tasks: int, collapsed: set[int], seed_tag: str = "") -> list[dict]:
+    """Step-1 episodes of ``n_tasks`` groups of 4 rollouts; groups in ``collapsed`` have
+    four identical rollouts (what a per-request vLLM seed shared by a group produces)."""
+    eps = []
+    for t in range(n_tasks):
+        for r in range(4):
+            act = "go to desk 1" if t in collapsed else f"go to shelf {r}"
+            turns = [{"obs": f"task {t}{seed_tag}: you are in a room", "action": act,
+                      "input_hash": f"h{t}"},
+                     {"obs": f"task {t}: you arrive", "action": "look",
+                      "input_hash": f"h{t}{act}"}]
+            eps.append({"task_id": f"task-{t:04d}", "rollout": r, "task_type": "alfworld",
+                        "turns": turns})
+    return eps
+
+
+def test_collapsed_groups_fail_verification(sweep: tuple[Path, dict],
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Identical step-1 rollouts prove nothing when every group of a seed is degenerate."""
+    sweep_dir, rds = sweep
+    for (_arm, seed), rd in rds.items():
+        write_step1(rd, _group_episodes(4, {0, 1, 2, 3} if seed == 1 else {2}))
+    assert main(["verify", str(sweep_dir)]) == 1
+    cap = capsys.readouterr()
+    assert "seed 0: identical" in cap.out and "3 of 4 step-1 groups distinct" in cap.out
+    assert "seed 1: identical" in cap.out and "0 of 4 step-1 groups distinct" in cap.out
+    err = [ln for ln in cap.err.splitlines() if ln]
+    assert err == ["step-1 groups COLLAPSED for seed 1: 0 of 4 groups have rollouts that "
+                   "differ (every rollout of a group sampled the same actions: check the "
+                   "rollout seeding)"]
+    checks = verify_sweep(sweep_dir)
+    assert [(c.groups, c.distinct_groups) for c in checks] == [(4, 3), (4, 0)]
+
+
+def test_distinct_groups_pass(sweep: tuple[Path, dict],
+                              capsys: pytest.CaptureFixture[str]) -> None:
+    sweep_dir, rds = sweep
+    for (_arm, _seed), rd in rds.items():
+        write_step1(rd, _group_episodes(3, set()))
+    assert main(["verify", str(sweep_dir)]) == 0
+    assert "3 of 3 step-1 groups distinct" in capsys.readouterr().out

@@ -182,17 +182,18 @@ class Trainer:
 
     def _advantages(self, rows: Sequence[tuple[Episode, int, Any]], phi: torch.Tensor
                     ) -> tuple[torch.Tensor, dict[str, float]]:
-        """Per-row advantages (N,) from the arm's estimator, and its diagnostics."""
+        """Per-row advantages (N,) from the arm's estimator, and its diagnostics.
+
+        Raw turn rewards and validity go in; the estimator applies its ``invalid_penalty``
+        (the protocol's ``invalid_action_penalty``, bound at run resolution)."""
         from ccpo_lab.estimators import StepBatch
 
-        penalty = self.run.protocol.invalid_action_penalty
         batch = StepBatch(
             task_uid=[e.task_uid for e, _, _ in rows],
             traj_uid=[f"{e.task_uid}-{e.rollout}" for e, _, _ in rows],
             step=np.array([t for _, t, _ in rows], dtype=np.int64),
             anchor_obs=[turn.observation for _, _, turn in rows],
-            reward=torch.tensor([turn.reward - penalty * (not turn.valid)
-                                 for _, _, turn in rows], dtype=torch.float64),
+            reward=torch.tensor([turn.reward for _, _, turn in rows], dtype=torch.float64),
             valid=np.array([turn.valid for _, _, turn in rows], dtype=bool),
             phi=phi,
         )

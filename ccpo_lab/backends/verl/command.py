@@ -7,11 +7,15 @@ values of the run's protocol, model and layout, then what ccpo-lab adds:
 - the estimator: ``algorithm.adv_estimator=<name>`` plus ``++algorithm.ccpo_lab.*`` (every
   resolved parameter), read by the hook in the TaskRunner actor;
 - names, seeds and files: ``trainer.project_name`` (sweep), ``trainer.experiment_name``
-  (arm and seed), ``env.seed`` (protocol offset + run seed), the vLLM seed, placeholder
-  data files, checkpoints and resume in the run directory, and the file logger writing the
-  run's ``metrics.jsonl``;
+  (arm and seed), ``env.seed`` (run seeds spaced so verl-agent's environment streams never
+  overlap: :mod:`ccpo_lab.integrations.verl_agent_seeds`), placeholder data files,
+  checkpoints and resume in the run directory, and the file logger writing the run's
+  ``metrics.jsonl``. ``actor_rollout_ref.rollout.seed`` is never set: verl-agent's vLLM
+  rollout would copy it into every request's sampling parameters, so the rollouts of a
+  group would be identical; the hooks seed vLLM's engine and each request instead;
 - the hook itself: ``++ray_init.runtime_env.worker_process_setup_hook`` and the environment
-  variables every Ray worker needs (``++ray_init.runtime_env.env_vars.*``).
+  variables every Ray worker needs (``++ray_init.runtime_env.env_vars.*``: the run
+  directory, the run seed, ``backend.verl.ray_env`` and ``backend.verl.env``).
 
 Keys absent from verl-agent's ``ppo_trainer.yaml`` carry the ``++`` prefix (add or
 override), so the same command also runs on a checkout that has since gained the key.
@@ -28,17 +32,22 @@ from typing import Any
 
 from ccpo_lab.backends.verl.checkout import CheckoutInfo, inspect_checkout
 from ccpo_lab.config.schema import RunConfig
-from ccpo_lab.integrations.verl_agent_env import ENV_CAPTURE_PHI, ENV_METRICS, ENV_RUN_DIR
+from ccpo_lab.errors import UserError
+from ccpo_lab.estimators.spec import typed_params
+from ccpo_lab.integrations import verl_agent_seeds as seeds
+from ccpo_lab.integrations.verl_agent_env import (
+    ENV_CAPTURE_PHI,
+    ENV_METRICS,
+    ENV_RUN_DIR,
+    ENV_RUN_SEED,
+    ENV_VLLM_SEED,
+)
 from ccpo_lab.placement import Placement
 
 ENTRY_MODULE = "ccpo_lab.integrations.verl_agent"
 """The entry point that runs verl-agent's ``verl.trainer.main_ppo`` with the hooks."""
 SETUP_HOOK = "ccpo_lab.integrations.verl_agent_hooks.setup"
 """Ray ``worker_process_setup_hook``: installs the hooks in every Ray worker process."""
-
-
-ESTIMATORS_WITH_FEATURES = ("ccpo",)
-"""Estimators that read the reference policy's features."""
 
 
 @dataclass(frozen=True)
@@ -127,11 +136,14 @@ def build_command(run: RunConfig, run_dir: Path, *, resume: bool = False,
     """
     s = run.backend.verl
     p = run.protocol
-    params = run.estimator.params
+    algorithm = typed_params(run.estimator.name, run.estimator.params).verl_algorithm()
     info = checkout if checkout is not None else inspect_checkout(s.verl_agent_path)
     rd = Path(run_dir)
     train_file, val_file = data_files(rd)
-    env_seed = p.env_seed + run.seed
+    env_seed = seeds.env_seed(p.env_seed, run.seed)
+    overlap = seeds.check_streams(p.train_batch_size, p.val_batch_size)
+    if overlap:
+        raise UserError(overlap, key="protocol.val_batch_size", value=p.val_batch_size)
     penalty = p.invalid_action_penalty
     num_cpus = s.ray_num_cpus
     given = placement.cpus if placement is not None else None
@@ -183,9 +195,9 @@ def build_command(run: RunConfig, run_dir: Path, *, resume: bool = False,
         f"actor_rollout_ref.actor.use_invalid_action_penalty={_plain(penalty > 0)}",
         f"actor_rollout_ref.actor.invalid_action_penalty_coef={penalty!r}",
         "algorithm.use_kl_in_reward=False",
-        f"algorithm.gamma={params.get('gamma', 0.95)!r}",
-        f"algorithm.gigpo.step_advantage_w={params.get('step_advantage_w', 1.0)!r}",
-        f"algorithm.gigpo.mode={params.get('mode', 'mean_std_norm')}",
+        f"algorithm.gamma={algorithm['gamma']!r}",
+        f"algorithm.gigpo.step_advantage_w={algorithm['gigpo.step_advantage_w']!r}",
+        f"algorithm.gigpo.mode={algorithm['gigpo.mode']}",
         "env.env_name=alfworld/AlfredTWEnv",
         f"env.seed={env_seed}",
         f"env.max_steps={p.max_steps}",
@@ -209,7 +221,6 @@ def build_command(run: RunConfig, run_dir: Path, *, resume: bool = False,
     ]
     if num_cpus is not None:
         ov.append(f"ray_init.num_cpus={num_cpus}")
-    ov.append(f"++actor_rollout_ref.rollout.seed={run.seed}")
     if info.has_full_determinism:
         ov.append("++actor_rollout_ref.rollout.full_determinism=True")
     ov += estimator_overrides(run)[1:]
@@ -225,7 +236,9 @@ def build_command(run: RunConfig, run_dir: Path, *, resume: bool = False,
     determinism = {
         "rollout_seed": run.seed,
         "env_seed": env_seed,
-        "vllm_seed": f"actor_rollout_ref.rollout.seed={run.seed} (vLLM engine seed)",
+        "seeding": seeds.describe(run.seed, p.env_seed, p.train_batch_size, p.group_size,
+                                  p.val_batch_size),
+        "ray_env": s.ray_env_set(),
         "full_determinism": True if info.has_full_determinism else None,
         "full_determinism_note": None if info.has_full_determinism else
         "the verl-agent checkout has no actor_rollout_ref.rollout.full_determinism",
@@ -244,9 +257,12 @@ def _worker_env(run: RunConfig, rd: Path) -> dict[str, str]:
     env: dict[str, str] = {
         ENV_RUN_DIR: str(rd),
         ENV_METRICS: str(rd / "metrics.jsonl"),
+        ENV_RUN_SEED: str(run.seed),
+        ENV_VLLM_SEED: str(seeds.vllm_engine_seed(run.seed)),
         "TOKENIZERS_PARALLELISM": "false",
+        **s.ray_env_set(),
     }
-    if run.estimator.name in ESTIMATORS_WITH_FEATURES:
+    if typed_params(run.estimator.name, run.estimator.params).uses_features():
         env[ENV_CAPTURE_PHI] = "1"
     if s.vllm_attention_backend:
         env["VLLM_ATTENTION_BACKEND"] = s.vllm_attention_backend

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import shlex
 import shutil
@@ -208,7 +209,7 @@ def wait_for_resources(address: str, resource: str, expected: int, timeout: floa
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no Ray head answered at {address}") from None
             time.sleep(1.0)
-    ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
     try:
         have = 0.0
         while True:

@@ -1,7 +1,7 @@
 """The verl backend's entry points: ``needs``, ``train``, ``worker`` and ``describe``.
 
 ``needs(run)`` states the run's resources once, from ``backend.verl``: ``nnodes`` nodes of
-``n_gpus_per_node`` GPUs. The launcher gives each task a
+``n_gpus_per_node`` GPUs, the job run by ``backend.verl.python``. The launcher gives each task a
 :class:`~ccpo_lab.placement.Placement` (hosts, rank, task count, CPUs); nothing here reads
 a scheduler's variables.
 
@@ -43,9 +43,11 @@ LOG_NAME = "trainer.log"
 
 
 def needs(run: RunConfig) -> Needs:
-    """``nnodes`` nodes of ``n_gpus_per_node`` GPUs (the placement contract)."""
+    """``nnodes`` nodes of ``n_gpus_per_node`` GPUs, the job run by ``backend.verl.python``
+    (the trainer environment, where ccpo-lab's job side is installed the way
+    :mod:`ccpo_lab.integrations.trainer_env` says; the placement contract)."""
     s = run.backend.verl
-    return Needs(nodes=s.nnodes, gpus_per_node=s.n_gpus_per_node)
+    return Needs(nodes=s.nnodes, gpus_per_node=s.n_gpus_per_node, python=s.python)
 
 
 def check_sweep(runs: list[RunConfig], run_dirs: list[RunDir | None]) -> None:
@@ -78,9 +80,18 @@ def command_for(run: RunConfig, rd: RunDir, placement: Placement | None = None
 
 
 def describe(run: RunConfig, rd: RunDir, placement: Placement | None = None) -> str:
-    """The exact trainer command line of ``run`` where ``placement`` puts it (for ``sweep
-    --dry-run``: the launcher's planned placement)."""
-    return command_for(run, rd, placement).render()
+    """How ``run`` is seeded, then its exact trainer command line where ``placement`` puts
+    it (for ``sweep --dry-run``: the launcher's planned placement)."""
+    cmd = command_for(run, rd, placement)
+    seeding = cmd.determinism["seeding"]
+    env = seeding["env_seed"]
+    head = (f"# seeding: env.seed={env['value']} (verl-agent streams {env['train_streams'][0]}"
+            f"-{env['train_streams'][1]}, {env['val_streams'][0]}-{env['val_streams'][1]}; "
+            "workers re-seeded per (seed, step)), vLLM engine seed "
+            f"{seeding['vllm_engine_seed']['value']}, one sampling seed per request, "
+            "rollout.seed unset; Ray limits "
+            + " ".join(f"{k}={v}" for k, v in cmd.determinism["ray_env"].items()))
+    return head + "\n  " + cmd.render()
 
 
 def _prepare(run: RunConfig, rd: RunDir, placement: Placement
@@ -174,10 +185,12 @@ def worker(run: RunConfig, rd: RunDir, placement: Placement) -> dict[str, Any]:
 
 
 def _ray_env(run: RunConfig) -> tuple[tuple[str, str], ...]:
-    """What Ray's processes (and so its workers) need: the checkout on ``PYTHONPATH``."""
+    """What Ray's processes (and so its workers) need: the checkout on ``PYTHONPATH``, the
+    thread limits of ``backend.verl.ray_env`` and ``backend.verl.env``."""
     s = run.backend.verl
+    env = {**s.ray_env_set(), **{str(k): str(v) for k, v in s.env.items()}}
     return (("PYTHONPATH", str(s.verl_agent_path)),
-            *((str(k), str(v)) for k, v in s.env.items() if k != "PYTHONPATH"))
+            *((k, v) for k, v in env.items() if k != "PYTHONPATH"))
 
 
 def _start_cluster(run: RunConfig, placement: Placement) -> Any:
@@ -239,4 +252,45 @@ def train(run: RunConfig, rd: RunDir, placement: Placement | None = None) -> dic
     if out["steps"] < run.protocol.total_steps:
         raise RuntimeError(f"the trainer stopped at step {out['steps']} of "
                            f"{run.protocol.total_steps} without an error")
+    export_hf_models(run, rd)
     return out
+
+
+def export_hf_models(run: RunConfig, rd: RunDir) -> dict[str, Any]:
+    """Merge the final and the best checkpoint into loadable Hugging Face weights.
+
+    Runs verl-agent's ``scripts/model_merger.py`` with ``backend.verl.python`` (CPU is
+    enough); a target that already holds a ``config.json`` is kept. Records
+    ``run.json["hf_model"]``; a failed merge is recorded there (and printed), not raised:
+    training itself completed.
+    """
+    from ccpo_lab.integrations.verl_agent_weights import HF_DIR, merge_commands, read_best
+
+    s = run.backend.verl
+    final = latest_checkpoint(rd.checkpoints)
+    cmds = merge_commands(s.python, Path(s.verl_agent_path), rd.checkpoints, rd.path, final)
+    best = read_best(rd.checkpoints)
+    record: dict[str, Any] = {}
+    for name, argv in cmds.items():
+        target = rd.path / HF_DIR / name
+        entry: dict[str, Any] = {"path": str(target), "source": argv[argv.index("--local_dir")
+                                                                     + 1]}
+        entry["step"] = final if name == "final" else (best or {}).get("step")
+        if name == "best":
+            entry["value"] = (best or {}).get("value")
+        if not (target / "config.json").is_file():
+            env = {**os.environ, **{k: str(v) for k, v in s.env.items()},
+                   "PYTHONPATH": str(s.verl_agent_path)}
+            r = subprocess.run(argv, cwd=str(s.verl_agent_path), env=env, text=True,
+                               capture_output=True, check=False)
+            if r.returncode != 0 or not (target / "config.json").is_file():
+                tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
+                entry["error"] = f"model_merger exited with {r.returncode}: {' | '.join(tail)}"
+                print(f"ccpo-lab: hf_model/{name} not written: {entry['error']}",
+                      file=sys.stderr)
+        record[name] = entry
+    if best is not None and int(best.get("step", 0)) == 0:
+        record["best"] = {"step": 0, "value": best.get("value"), "path": s.model_path,
+                          "note": "the best evaluation was the base model's"}
+    rd.update_run(hf_model=record)
+    return record

@@ -17,8 +17,19 @@ random Qwen2 and tokenizer. Checks, each PASS / FAIL / SKIP:
   with a seeded ``torch.Generator`` on the device, compute advantages through the hook and
   take a policy-gradient step; their step-1 rollout fingerprints must be equal.
 
-NOT checked (needs what a bare GPU box lacks): vLLM sampling and its seeds, verl-agent's
-trainer and Ray workers, FSDP, real ALFWorld, a 7B model, multi-GPU layouts.
+- ``vllm-request-seeds`` (SKIP without vLLM): on the tiny model with vLLM, ccpo-lab's
+  patched ``LLM``/``generate`` path (``patch_vllm_rollout`` on a rollout reduced to the
+  pinned commit's ``generate`` call) gives the 8 identical prompts of a group 8 distinct
+  samples; fresh engines replay them exactly (sampling depends only on the request seeds);
+  and the defect it replaces shows: one ``SamplingParams(seed=k)`` for every request
+  samples 8 identical answers;
+- ``hf-merge`` (SKIP without ``--verl-agent CHECKOUT``): the tiny model wrapped in FSDP on
+  one GPU is saved by verl-agent's ``FSDPCheckpointManager``, kept by ccpo-lab's
+  ``keep_best`` (hard links), merged by verl-agent's ``scripts/model_merger.py``, and the
+  merged Hugging Face model's weights equal the original ones.
+
+NOT checked (needs what a bare GPU box lacks): verl-agent's trainer and Ray workers, real
+ALFWorld, a 7B model, multi-GPU layouts.
 
 ``python -m ccpo_lab.backends.verl.smoke [--device cuda] [--out DIR]``; writes
 ``gpu-smoke.json`` to ``--out`` (default ``$OUT`` or ``./gpu-smoke-out``); exit 0 iff no
@@ -42,10 +53,10 @@ from typing import Any
 import torch
 
 from ccpo_lab.backends.verl import smoke_env as E
-from ccpo_lab.integrations.verl_agent_env import ENV_CAPTURE_PHI, ENV_RUN_DIR
+from ccpo_lab.integrations.verl_agent_env import ENV_CAPTURE_PHI, ENV_RUN_DIR, ENV_VLLM_SEED
 
 CCPO_PARAMS = {"gate": "hard", "target": "return", "backoff_task": True, "jweight_c": 1.0}
-ARMS = (("grpo", {}), ("ccpo", CCPO_PARAMS))
+ARMS: tuple[tuple[str, dict[str, Any]], ...] = (("grpo", {}), ("ccpo", CCPO_PARAMS))
 
 
 @dataclass
@@ -121,8 +132,8 @@ def _fake_worker_modules() -> tuple[Any, Any]:
     """verl-agent's reference worker and actor, reduced to what the patches touch."""
     from ccpo_lab.integrations import verl_agent_patches as P
 
-    dp = types.ModuleType("smoke_dp_actor")
-    fw = types.ModuleType("smoke_fsdp_workers")
+    dp: Any = types.ModuleType("smoke_dp_actor")
+    fw: Any = types.ModuleType("smoke_fsdp_workers")
 
     class DataParallelPPOActor:
         use_remove_padding = False
@@ -211,9 +222,7 @@ def _step_batch(rows: E.Rows, phi: torch.Tensor | None, device: str) -> Any:
 
     return StepBatch(task_uid=rows.task, traj_uid=rows.traj, step=rows.turn,
                      anchor_obs=rows.obs,
-                     reward=torch.tensor([x - (0.0 if v else 0.1) for x, v in
-                                          zip(rows.reward, rows.valid, strict=True)],
-                                         dtype=torch.float32, device=device),
+                     reward=torch.tensor(rows.reward, dtype=torch.float32, device=device),
                      valid=rows.valid, phi=None if phi is None else phi.to(device))
 
 
@@ -348,10 +357,110 @@ def check_training(ctx: Ctx) -> str:
             f"{step2} after one update; losses grpo {g['loss']}, ccpo {c['loss']}")
 
 
+def check_vllm_seeds(ctx: Ctx) -> str:
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        raise Skip("vllm is not installed")
+    if ctx.model_dir is None:
+        raise Skip("no tiny model")
+    from vllm import LLM, SamplingParams
+
+    from ccpo_lab.integrations import verl_agent_patches as P
+    from ccpo_lab.integrations import verl_agent_seeds as S
+
+    group = 8
+    mod: Any = types.ModuleType("vllm_rollout_spmd")
+
+    class vLLMRollout:  # noqa: N801 - the pinned commit's generate call, reduced
+        def __init__(self) -> None:
+            self.inference_engine = mod.LLM(model=str(ctx.model_dir), seed=0,
+                                            gpu_memory_utilization=0.2, enforce_eager=True)
+            self.sampling_params = SamplingParams(temperature=1.0, max_tokens=12)
+
+        def generate_sequences(self, prompts: Any) -> list[tuple[int, ...]]:
+            outs = self.inference_engine.generate(prompts=prompts.prompts,
+                                                  sampling_params=self.sampling_params,
+                                                  use_tqdm=False)
+            return [tuple(o.outputs[0].token_ids) for o in outs]
+
+    mod.LLM, mod.vLLMRollout = LLM, vLLMRollout
+    os.environ[ENV_VLLM_SEED] = "1"
+    P.patch_vllm_rollout(mod)
+    seeds = S.request_seeds(1, "train", 1, 0, group)
+
+    def batch() -> Any:
+        return types.SimpleNamespace(prompts=["task 1 : find the key ."] * group,
+                                     non_tensor_batch={S.SEED_KEY: list(seeds)})
+
+    roll = mod.vLLMRollout()
+    first = roll.generate_sequences(batch())
+    again = roll.generate_sequences(batch())
+    shared = roll.inference_engine.generate(
+        ["task 1 : find the key ."] * group,
+        sampling_params=SamplingParams(temperature=1.0, max_tokens=12, seed=1),
+        use_tqdm=False)
+    shared_ids = {tuple(o.outputs[0].token_ids) for o in shared}
+    if len(set(first)) < group:
+        raise RuntimeError(f"only {len(set(first))} distinct samples of {group}")
+    if again != first:
+        raise RuntimeError("the same request seeds sampled different tokens")
+    if len(shared_ids) != 1:
+        raise RuntimeError("one shared seed did not collapse the group: the defect check "
+                           "itself is wrong")
+    return (f"{group} distinct samples per group with request seeds, replayed exactly; one "
+            "shared SamplingParams.seed gives 1 distinct sample (the defect)")
+
+
+def check_merge(ctx: Ctx) -> str:
+    checkout = os.environ.get("CCPO_LAB_VERL_AGENT")
+    if not checkout:
+        raise Skip("no --verl-agent CHECKOUT (CCPO_LAB_VERL_AGENT)")
+    if ctx.model_dir is None:
+        raise Skip("no tiny model")
+    import subprocess
+
+    import torch.distributed as dist
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    if checkout not in sys.path:
+        sys.path.insert(0, checkout)
+    from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
+
+    from ccpo_lab.integrations.verl_agent_weights import keep_best, merge_commands
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29533")
+    if not dist.is_initialized():
+        dist.init_process_group("nccl", rank=0, world_size=1)
+    model, tok = E.load_tiny_model(ctx.model_dir, ctx.device)
+    want = {k: v.detach().float().cpu().clone() for k, v in model.state_dict().items()}
+    fsdp = FSDP(model, device_id=torch.cuda.current_device(), use_orig_params=True)
+    opt = torch.optim.AdamW(fsdp.parameters(), lr=1e-5)
+    mgr = FSDPCheckpointManager(model=fsdp, optimizer=opt, lr_scheduler=None,
+                                processing_class=tok)
+    ckpt = ctx.work / "merge" / "checkpoints"
+    mgr.save_checkpoint(str(ckpt / "global_step_3" / "actor"), global_step=3)
+    keep_best(ckpt, 3, 0.5)
+    cmds = merge_commands(sys.executable, Path(checkout), ckpt, ctx.work / "merge", 3)
+    for name, argv in cmds.items():
+        r = subprocess.run(argv, cwd=checkout, capture_output=True, text=True, check=False,
+                           env={**os.environ, "PYTHONPATH": checkout})
+        if r.returncode != 0:
+            raise RuntimeError(f"{name}: model_merger failed: {r.stderr[-400:]}")
+        merged, _ = E.load_tiny_model(ctx.work / "merge" / "hf_model" / name, "cpu")
+        got = {k: v.float() for k, v in merged.state_dict().items()}
+        worst = max((got[k] - want[k]).abs().max().item() for k in want)
+        if worst > 1e-2:      # the merger writes bf16
+            raise RuntimeError(f"{name}: merged weights differ by {worst:.3g}")
+    return f"hf_model/{{{','.join(cmds)}}} merged by verl-agent's merger equal the weights"
+
+
 CHECKS: tuple[tuple[str, Callable[[Ctx], str]], ...] = (
     ("device", check_device), ("tiny-model", check_model),
     ("feature-capture", check_features), ("estimators-on-device", check_estimators),
-    ("dataproto-path", check_dataproto), ("two-arms-two-steps", check_training))
+    ("dataproto-path", check_dataproto), ("two-arms-two-steps", check_training),
+    ("vllm-request-seeds", check_vllm_seeds), ("hf-merge", check_merge))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -362,7 +471,11 @@ def main(argv: list[str] | None = None) -> int:
                     default=Path(os.environ.get("OUT") or "gpu-smoke-out"))
     ap.add_argument("--work", type=Path, default=None,
                     help="scratch directory (model, run dirs); default: a new temporary one")
+    ap.add_argument("--verl-agent", type=Path, default=None,
+                    help="verl-agent checkout: also merge a checkpoint with its merger")
     a = ap.parse_args(argv)
+    if a.verl_agent is not None:
+        os.environ["CCPO_LAB_VERL_AGENT"] = str(a.verl_agent.resolve())
     a.out.mkdir(parents=True, exist_ok=True)
     import tempfile
 

@@ -57,7 +57,7 @@ def load_tiny_model(directory: Path, device: str) -> tuple[Any, Any]:
 
     tok = AutoTokenizer.from_pretrained(directory)
     tok.padding_side = "left"
-    model = Qwen2ForCausalLM.from_pretrained(directory, dtype=torch.float32)
+    model: Any = Qwen2ForCausalLM.from_pretrained(directory, dtype=torch.float32)
     return model.to(device).eval(), tok
 
 

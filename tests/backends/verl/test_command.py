@@ -68,7 +68,8 @@ def test_names_seeds_and_run_files(slurm_runs: list[RunConfig], tmp_path: Path) 
     ov = _ov(run, tmp_path)
     assert ov["trainer.project_name"] == "alfworld-qwen7b"
     assert ov["trainer.experiment_name"] == "ccpo-return-hard-seed2"
-    assert ov["env.seed"] == "2" and ov["++actor_rollout_ref.rollout.seed"] == "2"
+    # env.seed: run seeds 10,000 apart (verl-agent's streams never overlap); no rollout.seed
+    assert ov["env.seed"] == "20000" and "++actor_rollout_ref.rollout.seed" not in ov
     assert ov["trainer.default_local_dir"] == str(rd / "checkpoints")
     assert ov["trainer.resume_mode"] == "auto" and ov["trainer.val_before_train"] == "True"
     assert ov["data.train_files"] == str(rd / "data" / "train.parquet")
@@ -136,7 +137,9 @@ def test_paths_with_spaces_are_quoted_for_hydra(slurm_runs: list[RunConfig],
 def test_describe_is_the_rendered_command(slurm_runs: list[RunConfig], tmp_path: Path) -> None:
     run = slurm_runs[0]
     rd = run_dir(tmp_path, run)
-    line = describe(run, rd)
+    head, line = describe(run, rd).split("\n  ")
+    assert head.startswith("# seeding: env.seed=0 (verl-agent streams 0-15, 1000-1127; ")
+    assert "vLLM engine seed 0, one sampling seed per request, rollout.seed unset" in head
     assert line.startswith(f"cd {rd.path / 'logs'} && env ")
     assert " python3 -m ccpo_lab.integrations.verl_agent --verl-agent /opt/verl-agent -- " \
         in line
@@ -222,3 +225,43 @@ def test_plan_refuses_a_layout_before_anything_is_written(tmp_path: Path) -> Non
         plan_sweep(odd, tmp_path)
     assert e.value.file.endswith("config.yaml")
     assert snapshot(tmp_path) == before
+
+
+def test_ray_limits_are_defaults_overridable_and_recorded(tmp_path: Path) -> None:
+    """Defect 6: 128 + 128 env actors hit Ray's process ceiling without thread limits."""
+    run = sweep_runs("alfworld-qwen7b-slurm")[0]
+    cmd = build_command(run, run_dir(tmp_path, run).path)
+    want = {"RAY_num_server_call_thread": "1", "RAY_num_grpc_internal_threads": "1",
+            "RAY_num_prestart_python_workers": "4", "OMP_NUM_THREADS": "1"}
+    assert {k: cmd.env[k] for k in want} == want              # the trainer (and its raylet)
+    ov = _ov(run, tmp_path)
+    for k, v in want.items():                                 # every Ray worker
+        assert ov[f"++ray_init.runtime_env.env_vars.{k}"] == hydra_value(v)
+    assert cmd.determinism["ray_env"] == want
+    odd = sweep_runs("alfworld-qwen7b-slurm",
+                     ["backend.verl.env.OMP_NUM_THREADS=4",
+                      "backend.verl.ray_env.RAY_num_prestart_python_workers=0"])[0]
+    env = build_command(odd, run_dir(tmp_path, odd).path).env
+    assert env["OMP_NUM_THREADS"] == "4" and env["RAY_num_prestart_python_workers"] == "0"
+    assert env["RAY_num_server_call_thread"] == "1"
+
+
+def test_slurm_jobs_run_the_sweeps_interpreter(tmp_path: Path) -> None:
+    """Defect 5: the job ran whatever python the submitting shell had. The verl backend
+    declares the interpreter (``Needs.python``); the launchers that start a job process
+    start it."""
+    from ccpo_lab.config.sweep import load_sweep
+    from ccpo_lab.launch.plan import launcher_for
+
+    sw = load_sweep(REPO / "sweeps" / "alfworld-qwen7b-slurm.yaml",
+                    ["backend.verl.python=/opt/trainer env/bin/python"])
+    slurm = launcher_for(sw, tmp_path)
+    assert slurm.needs.python == "/opt/trainer env/bin/python"
+    ex = slurm.executor(tmp_path, max_num_timeout=0)            # type: ignore[attr-defined]
+    assert ex._submitit_command_str.startswith("'/opt/trainer env/bin/python' -u -m submitit")
+    node = launcher_for(load_sweep(REPO / "sweeps" / "alfworld-qwen7b-node.yaml",
+                                   ["backend.verl.python=/opt/trainer env/bin/python"]),
+                        tmp_path)
+    assert node.job_python() == "'/opt/trainer env/bin/python'"   # local jobs: the same
+    local = launcher_for(load_sweep(REPO / "sweeps" / "smoke.yaml"), tmp_path)
+    assert local.needs.python is None and local.job_python() is None   # CPU backend: this one

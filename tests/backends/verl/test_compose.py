@@ -52,7 +52,7 @@ def test_key_list_is_data_from_the_pinned_commit() -> None:
     assert "796ed310287fa605c9292a0fce07a86d79fde05e" in text
     assert {"env.rollout.n", "algorithm.gigpo.mode", "ray_init.num_cpus",
             "actor_rollout_ref.actor.use_invalid_action_penalty"} <= keys
-    assert "actor_rollout_ref.rollout.seed" not in keys   # hence ++ in the command
+    assert "actor_rollout_ref.rollout.seed" not in keys   # (ccpo-lab does not set it)
 
 
 def test_plain_keys_exist_in_verl_agent_and_added_keys_do_not(tmp_path: Path) -> None:
@@ -89,7 +89,10 @@ def test_overrides_compose_against_verl_091(tmp_path: Path) -> None:
                 assert cfg.algorithm.adv_estimator == run.estimator.name
                 assert cfg.algorithm.ccpo_lab.estimator == run.estimator.name
                 assert dict(cfg.algorithm.ccpo_lab.params) == run.estimator.params
-                assert cfg.actor_rollout_ref.rollout.seed == run.seed
+                # never set: vLLM would give that one seed to every request (the hooks
+                # seed the engine and each request instead)
+                assert not any(_split(o)[1] == "actor_rollout_ref.rollout.seed"
+                               for o in upstream)
                 assert cfg.trainer.experiment_name == f"{run.arm}-seed{run.seed}"
                 assert cfg.actor_rollout_ref.rollout.tensor_model_parallel_size == 2
                 assert cfg.actor_rollout_ref.rollout.val_kwargs.temperature == 0.4

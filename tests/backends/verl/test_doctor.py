@@ -64,3 +64,52 @@ def test_checkpoint_size_from_the_model_name_or_config(tmp_path: Path) -> None:
         {"hidden_size": 4, "num_hidden_layers": 2, "vocab_size": 10, "intermediate_size": 8}))
     # 2 * (4*16 + 3*4*8) + 2*10*4 = 2 * 160 + 80
     assert model_params(str(tmp_path)) == 400.0
+
+
+def _slurm_sweep(tmp_path: Path) -> Path:
+    path = _machine(tmp_path)
+    sweep = yaml.safe_load(path.read_text())
+    slurm = yaml.safe_load((REPO / "sweeps" / "alfworld-qwen7b-slurm.yaml").read_text())
+    sweep["launcher"] = slurm["launcher"]
+    path.write_text(yaml.safe_dump(sweep))
+    return path
+
+
+def _status(out: str) -> dict[str, tuple[str, str]]:
+    rows = {}
+    for ln in out.splitlines():
+        if ":" in ln and ln[:5].strip() in ("ok", "FIX", "skip"):
+            name, _, detail = ln[6:].partition(": ")
+            rows[name] = (ln[:5].strip(), detail)
+    return rows
+
+
+@pytest.mark.slow
+def test_a_login_node_leaves_node_checks_to_a_job(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Defect 7: on a login node the GPU check failed; node-side checks are skipped there."""
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    main(["doctor", str(_slurm_sweep(tmp_path)), "--results", str(tmp_path / "res")])
+    rows = _status(capsys.readouterr().out)
+    for name in ("GPUs", "flash-attn", "vLLM attention", "ALFWorld data", "model"):
+        assert rows[name][0] == "skip" and "--on-node" in rows[name][1], name
+    assert rows["trainer environment"][0] == "ok"            # this venv has what jobs need
+    assert rows["verl-agent checkout"][0] == "ok"
+
+
+@pytest.mark.slow
+def test_on_node_runs_the_node_checks_in_a_job_of_the_sweeps_launcher(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["doctor", str(_machine(tmp_path)), "--results", str(tmp_path / "res"),
+                 "--on-node"])
+    rows = _status(capsys.readouterr().out)
+    jobs = {k.split(" [", 1)[1] for k in rows if " [local job " in k}
+    assert len(jobs) == 1                                     # one job ran them all
+    (where,) = jobs
+    assert rows[f"ALFWorld data [{where}"][0] == "ok"
+    assert rows[f"model [{where}"][0] == "ok"
+    # this venv has neither flash-attn nor vLLM: both named, with what to do
+    assert rows[f"flash-attn [{where}"][0] == "FIX"
+    assert "vllm does not import" in rows[f"vLLM attention [{where}"][1]
+    assert code == 1

@@ -39,7 +39,7 @@ def commands_text(sweep: str) -> str:
     for run in sweep_runs(sweep):
         rd = run_dir(RESULTS, run)
         cmd = build_command(run, rd.path, placement=placement)
-        assert describe(run, rd, placement) == cmd.render()
+        assert describe(run, rd, placement).endswith("\n  " + cmd.render())
         lines = [f"## {run.arm} seed {run.seed} (run {run.short_id})", f"cwd {cmd.cwd}"]
         lines += [f"env {k}={v}" for k, v in sorted(cmd.env.items())]
         lines += [f"argv {a}" for a in cmd.argv]

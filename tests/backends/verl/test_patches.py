@@ -84,7 +84,7 @@ def _expected(name: str, params: dict[str, Any]) -> dict[tuple[str, int], float]
     phi = torch.randn(len(ROWS), D, generator=g)
     sb = StepBatch(task_uid=[r[0] for r in ROWS], traj_uid=[r[1] for r in ROWS], step=TURNS,
                    anchor_obs=[r[2] for r in ROWS],
-                   reward=[r[3] - (0.0 if r[4] else 0.1) for r in ROWS],
+                   reward=[r[3] for r in ROWS],  # raw: the estimator applies the penalty
                    valid=[r[4] for r in ROWS], phi=phi if name == "ccpo" else None)
     adv = est(sb).advantages
     return {(r[1], t): float(a) for r, t, a in zip(ROWS, TURNS, adv, strict=True)}

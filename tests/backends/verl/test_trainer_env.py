@@ -1,0 +1,40 @@
+"""Defect 5: ccpo-lab in a trainer environment without touching its torch / vLLM / verl."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from ccpo_lab.integrations import trainer_env
+
+
+def test_requirements_are_only_what_verl_agents_environment_lacks() -> None:
+    reqs = trainer_env.requirements()
+    assert reqs == ["submitit==1.5.4"]
+    assert not any(r.startswith(("torch", "verl", "vllm", "flash")) for r in reqs)
+
+
+def test_check_passes_here_and_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    r = subprocess.run([sys.executable, "-m", "ccpo_lab.integrations.trainer_env", "--check"],
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ok    import ccpo_lab.runs.execute" in r.stdout
+    monkeypatch.setitem(sys.modules, "submitit", None)      # an environment without it
+    for mod in [m for m in sys.modules if m.startswith(("ccpo_lab.launch.job",
+                                                         "ccpo_lab.runs.execute"))]:
+        monkeypatch.delitem(sys.modules, mod)
+    lines, failures = trainer_env.check_lines()
+    assert failures >= 1
+    assert any(ln.startswith("FAIL  submitit:") and "pip install --no-deps 'submitit==1.5.4'"
+               in ln for ln in lines)
+
+
+def test_ccpo_labs_pins_would_replace_the_trainers_torch() -> None:
+    """Why a plain ``pip install ccpo-lab`` is not the supported way."""
+    import importlib.metadata as md
+
+    requires = md.requires("ccpo-lab") or []
+    assert any(r.replace(" ", "").startswith("torch==") for r in requires)
+    assert any(r.replace(" ", "").startswith("verl==") for r in requires)
