@@ -26,3 +26,16 @@ def test_local_backend_benchmark_prints_its_ratio_and_policy_share(tmp_path: Pat
     assert raw > 0 and train > 0 and 0 < share <= 100
     assert ratio == pytest.approx(train / raw, abs=0.02)
     assert re.search(r"the speed-ups make raw play [0-9.]+x faster", out)
+
+
+@pytest.mark.slow
+def test_big_log_benchmark_measures_each_command(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "benchmarks/bench_big_log.py", "--mb", "0.4", "--sync-mb", "0.05"],
+        cwd=REPO, capture_output=True, text=True, timeout=600, check=True).stdout
+    rows = re.findall(r"^\s+this (.+?)\s+([0-9.]+) s\s+(\d+) MB  rc (\d+)$", out, re.M)
+    assert [r[0] for r in rows] == ["import 0 MB log", "status", "report --format json",
+                                    "import 0 MB log", "sync of it"]
+    assert all(r[3] == "0" and int(r[2]) > 0 for r in rows)
+    sent = re.search(r"([0-9,]+) values, ([0-9,]+) values/s, (\d+) progress lines", out)
+    assert sent is not None and int(sent.group(1).replace(",", "")) > 0

@@ -91,18 +91,20 @@ def _write(rep: Report, out: Path, sync: bool, closing_to_stderr: bool) -> None:
     enabled = read_manifest(rep.sweep_dir).get("tracking", {}).get("enabled", True)
     if not sync or enabled is False:
         return
-    import os
+    from ccpo_lab.tracking.store import http_defaults
 
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
+    http_defaults()
     from ccpo_lab.tracking.mlflow_sync import sync_sweep
 
     try:
-        res = sync_sweep(rep.sweep_dir, artifacts=out, report=rep.model)
+        res = sync_sweep(rep.sweep_dir, artifacts=out, report=rep.model,
+                         say=lambda line: typer.echo(line, err=True))
     except Exception as e:  # noqa: BLE001 - the report stands without MLflow
         msg = str(e).splitlines()[0] if str(e) else ""
         typer.secho(f"warning: MLflow sync failed ({type(e).__name__}: {msg}); the report "
                     "is written; run `ccpo-lab sync` later", fg="yellow", err=True)
         return
+    for w in res.warnings:
+        typer.secho(f"warning: {w}", fg="yellow", err=True)
     for line in res.summary().splitlines():
         say(line)

@@ -27,13 +27,26 @@ def sync(
 
     One parent run per sweep (the sweep's settings, a description), a nested child per
     (arm, seed) with params, tags, metrics and its training's start and end. Only rows
-    not yet in MLflow are sent; when the store is unreachable nothing is lost: run sync
-    again later. Prints how to open the UI with the runs grouped by arm.
+    not yet in MLflow are sent, streamed; one sync per store at a time (a second one
+    waits). What is not sent (a line that is not a row, a value that is not a finite
+    number, a directory that is not a run of its place) is named on standard error. When
+    the store is unreachable nothing is lost: run sync again later. Prints how to open the
+    UI with the runs grouped by arm.
     """
+    from ccpo_lab.tracking.store import StoreUnreachable, http_defaults
+
+    http_defaults()
     from ccpo_lab.tracking.mlflow_sync import sync_sweep
 
+    def say(line: str) -> None:
+        typer.echo(line, err=True)
+
     try:
-        res = sync_sweep(sweep_dir, uri, experiment, report_dir)
+        res = sync_sweep(sweep_dir, uri, experiment, report_dir, say=say)
+    except StoreUnreachable as e:
+        typer.echo(f"sync failed: {e} -- nothing was lost; run `ccpo-lab sync` again once it "
+                   "answers", err=True)
+        raise typer.Exit(1) from None
     except Exception as e:  # noqa: BLE001 - MLflow raises many kinds; say what and retry
         from ccpo_lab.errors import UserError
 
@@ -42,4 +55,6 @@ def sync(
         typer.echo(f"sync failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
                    " -- nothing was lost; run `ccpo-lab sync` again later", err=True)
         raise typer.Exit(1) from None
+    for w in res.warnings:
+        typer.secho(f"warning: {w}", fg="yellow", err=True)
     typer.echo(res.summary())

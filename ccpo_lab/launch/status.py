@@ -80,19 +80,23 @@ def _parse_time(text: Any) -> float | None:
 
 
 def _metrics_tail(rd: RunDir) -> tuple[int, float | None, str]:
-    from ccpo_lab.runs.metrics import MetricsFormatError, read_metrics
+    """Last step, last held-out value and a note on lines not used, read incrementally
+    (:func:`ccpo_lab.runs.metrics.tail_metrics`: a watch re-reads only appended bytes)."""
+    from ccpo_lab.runs.metrics import tail_metrics
 
     try:
-        rows = read_metrics(rd.metrics)
-    except (MetricsFormatError, OSError, UnicodeDecodeError) as e:
+        t = tail_metrics(rd.metrics, VAL_METRIC)
+    except OSError as e:
         return 0, None, f"metrics unreadable: {e}"
-    step = max((int(r["step"]) for r in rows), default=0)
-    val = None
-    for r in rows:
-        v = r["data"].get(VAL_METRIC)
-        if isinstance(v, int | float):
-            val = float(v)
-    return step, val, ""
+    _, place = rd.place_problem()
+    return t.last_step, t.last_value, "; ".join(x for x in (place, t.note) if x)
+
+
+def _own_run(rd: RunDir) -> dict[str, Any]:
+    """``run.json`` when it is this directory's own ({} when missing, unreadable, or copied
+    from elsewhere: the row then shows the directory's place, and the note says why)."""
+    run, problem = rd.place_problem()
+    return run if problem is None else {}
 
 
 def tracker(kind: Any) -> type[Launcher]:
@@ -122,7 +126,7 @@ def collect_status(sweep_dir: str | Path, runs: Sequence[RunDir] | None = None, 
     ``scheduler``: ask each launcher's scheduler (one short query per kind).
     """
     dirs = list(runs) if runs is not None else SweepDir(Path(sweep_dir)).run_dirs()
-    infos = [(rd, rd.read_run(), rd.read_state(), rd.read_job()) for rd in dirs]
+    infos = [(rd, _own_run(rd), rd.read_state(), rd.read_job()) for rd in dirs]
     states = _scheduler_states([j for *_, j in infos], scheduler)
     now = datetime.now(timezone.utc).timestamp()
     out = []
@@ -142,7 +146,8 @@ def collect_status(sweep_dir: str | Path, runs: Sequence[RunDir] | None = None, 
         elapsed = None if start is None or end is None else max(0.0, end - start)
         failed = shown.state == "failed"
         out.append(RunStatus(
-            path=rd.path, arm=str(info.get("arm", rd.arm)), seed=int(info.get("seed", -1)),
+            path=rd.path, arm=str(info.get("arm", rd.arm)),
+            seed=int(info.get("seed", -1 if rd.seed is None else rd.seed)),
             state=shown.state, file_state=file_state, launcher=kind,
             job_id=track.job_label(job, st), scheduler=sched, step=step,
             total=int(st.get("total_steps") or 0), last_val=val, elapsed_s=elapsed,

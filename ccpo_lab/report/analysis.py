@@ -210,6 +210,9 @@ def _run_notes(runs: Mapping[tuple[str, int], RunData], s: ReportSettings) -> li
 
         if r.note:
             notes.append(run_note(r.note))
+        for fn in r.file_notes:
+            notes.append(run_note(f"{r.arm} seed {r.seed}: {fn.file.name} {fn.text}",
+                                  file=str(fn.file), line=fn.line))
         if r.error:
             m = _LINE.search(r.error)
             notes.append(run_note(f"{r.arm} seed {r.seed}: unreadable metrics, left out: "
@@ -263,11 +266,14 @@ def build_report(sweep_dir: str | Path, options: Mapping[str, Any] | None = None
     from ccpo_lab.report.comparisons import comparison_rows
     from ccpo_lab.stats import bootstrap_min_runs
 
-    root, manifest, newest, arms = load_sweep_runs(sweep_dir)
+    found = load_sweep_runs(sweep_dir)
+    root, manifest, newest, arms = found.root, found.manifest, found.newest, found.arms
     settings, setting_notes = resolve_settings(manifest, arms, options, rng_seed)
     runs = {key: load_run(newest[key], [settings.metric]) for key in sorted(newest)}
     _check_metric(runs, settings.metric)
     notes = [Note(n, kind="setting") for n in setting_notes] + _run_notes(runs, settings)
+    notes += [Note(x.text, kind="run", arm=x.arm, seed=x.seed, file=str(x.file))
+              for x in found.left_out]
     arm_rows = []
     for arm in arms:
         per_seed = {seed: run_summary(r, settings) for (a, seed), r in runs.items() if a == arm}

@@ -2,20 +2,22 @@
 
 For each run: ``run.json`` (run id, step-1 fingerprint, backend, import record),
 ``state.json``, the ``protocol`` and ``backend`` sections of ``config.yaml``, and from
-``metrics.jsonl`` only the lines that carry a requested metric (training-only lines are
-never parsed). A 1,000-run sweep is read in a fraction of a second: distinct
-configuration sections are parsed once, and the selected metric lines of a file are
-decoded in one call (orjson when installed, as verl's file logger uses it). A selected line
-that does not parse makes the reader fall back to
-:func:`ccpo_lab.runs.metrics.read_metrics`, which names the bad line; a malformed line that
-carries no requested metric is not looked at (``ccpo-lab sync`` reads every line).
+``metrics.jsonl`` the requested metrics. A 1,000-run sweep is read in a fraction of a
+second: distinct configuration sections are parsed once; a metrics file is read in chunks
+and each chunk decoded in one call (orjson when installed, as verl's file logger uses
+it), so every line is checked at C speed and memory stays near a chunk. Anything unclear
+(a line cut short, invalid UTF-8, a requested value that is not a finite number, a step
+logged twice) is read again line by line (:class:`ccpo_lab.runs.metrics.MetricsScan`) to
+name its file, line and why: a run with a line that is not a row, or with a requested
+value that is not a finite number, is left out with that reason; a cut-off last line is
+not used and is said.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,14 @@ import numpy as np
 
 from ccpo_lab.report.discover import FoundRun
 from ccpo_lab.runs.layout import RunDir
-from ccpo_lab.runs.metrics import MetricsFormatError, read_metrics
+from ccpo_lab.runs.metrics import (
+    MAX_STEP,
+    LineProblem,
+    MetricsFormatError,
+    MetricsScan,
+    fast_loads,
+    value_problem,
+)
 
 Series = tuple[np.ndarray, np.ndarray]
 """``(steps, values)``: int64 (n,), float64 (n,), sorted by step."""
@@ -87,6 +96,20 @@ class RunData:
     """A line for the report (several directories for this (arm, seed), ...)."""
     error: str | None = None
     """Why the run could not be read (then it carries no series)."""
+    file_notes: tuple[FileNote, ...] = ()
+    """Lines of its files that were not used, or used with a caveat."""
+
+
+@dataclass(frozen=True)
+class FileNote:
+    """A line of a run file the report did not use as it stands, and why."""
+
+    text: str
+    """What, for a person."""
+    file: Path
+    """The file."""
+    line: int | None = None
+    """The line (1-based), when one."""
 
 
 def _top_level_blocks(text: str) -> dict[str, str]:
@@ -144,98 +167,207 @@ def read_config_sections(path: Path) -> dict[str, Any]:
     return out
 
 
-_loads: Callable[[bytes | str], Any]
-try:  # verl's own file logger writes with orjson (a verl dependency); 6x faster to read
-    from orjson import loads as _loads
-except ImportError:  # pragma: no cover - json is the fallback
-    _loads = json.loads
+@dataclass(frozen=True)
+class SeriesRead:
+    """What :func:`read_run_series` read from a metrics file."""
+
+    series: dict[str, Series]
+    """Requested metrics that were logged."""
+    last_step: int | None
+    """Largest step of a row, None when there is none."""
+    partial: LineProblem | None = None
+    """A last line without its line end (not used)."""
+    repeated: tuple[str, ...] = ()
+    """Steps that carry a requested metric more than once (the last row is used), as
+    ``step S (lines a, b)``."""
 
 
-def _prefix(name: str) -> bytes:
-    """What a line carrying ``name`` must contain: its JSON key up to the first '/'."""
-    token = json.dumps(name).encode()
-    cut = token.find(b"/")
-    return token[: cut + 1] if cut > 0 else token
+class _Unclear(Exception):
+    """The quick read met something it cannot explain: read line by line."""
 
 
-def _select_lines(data: bytes, prefixes: set[bytes]) -> list[bytes]:
-    """Complete lines of ``data`` containing one of ``prefixes``, in file order."""
-    found: dict[int, bytes] = {}
-    for pre in prefixes:
-        pos = 0
-        while (i := data.find(pre, pos)) >= 0:
-            start = data.rfind(b"\n", 0, i) + 1
-            end = data.find(b"\n", i)
-            end = len(data) if end < 0 else end
-            found.setdefault(start, data[start:end])
-            pos = end + 1
-    return [found[k] for k in sorted(found)]
+CHUNK = 1 << 22
+"""Bytes of a metrics file checked and searched at a time (memory stays near this)."""
 
 
-def _last_step(data: bytes) -> int | None:
-    """Step of the last line that parses (a line cut off mid-write is skipped)."""
-    end = len(data)
-    for _ in range(3):
-        start = data.rfind(b"\n", 0, max(end - 1, 0)) + 1
-        line = data[start:end].strip()
-        try:
-            step = _loads(line).get("step") if line else None
-        except (ValueError, AttributeError):
-            step = None
-        if isinstance(step, int):
-            return step
-        if start == 0:
-            return None
-        end = start
-    return None
-
-
-def read_series(path: Path, names: Sequence[str]) -> tuple[dict[str, Series], int | None]:
-    """The series of ``names`` in a metrics file, and its last step.
-
-    Only lines that can carry one of the names are decoded (found by byte search, so
-    training-only lines cost nothing). A missing file gives ({}, None). Raises
-    :class:`MetricsFormatError` for a malformed line that is not a cut-off last line.
-    """
+def _quick_block(data: bytes, end: int, names: Sequence[str]
+                 ) -> tuple[list[tuple[int, dict]], int | None]:
+    """The rows of ``data[:end]`` (complete lines) that carry one of ``names``, each
+    reduced to those names, and the step of its last line. Every line is decoded, in one
+    call (so a line cut short, two lines run together, invalid UTF-8 or a ``NaN`` anywhere
+    are caught); anything that is not a clean row raises :class:`_Unclear`."""
+    if not end:
+        return [], None
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return {}, None
-    complete = data[: data.rfind(b"\n") + 1]  # a cut-off last line is read_metrics' business
-    picked = _select_lines(complete, {_prefix(n) for n in names})
-    try:
-        rows = _loads(b"[" + b",".join(picked) + b"]")
-        values = [(int(r["step"]), r["data"]) for r in rows]
-        if any(not isinstance(d, dict) for _, d in values) or len(complete) < len(data):
-            raise TypeError
-    except (ValueError, KeyError, TypeError):
-        values = [(r["step"], r["data"]) for r in read_metrics(path)]
-    by_name: dict[str, dict[int, float]] = {n: {} for n in names}
+        rows = fast_loads(b"[" + data[:end - 1].replace(b"\n", b",") + b"]")
+    except ValueError:
+        raise _Unclear from None
+    wanted = frozenset(names)
+    out = []
+    for r in rows:
+        if type(r) is not dict:
+            raise _Unclear
+        step, row = r.get("step"), r.get("data")
+        if type(step) is not int or not 0 <= step <= MAX_STEP or type(row) is not dict:
+            raise _Unclear
+        carried = row.keys() & wanted  # C-speed: most rows carry none
+        if carried:
+            out.append((step, {n: row[n] for n in carried}))
+    return out, rows[-1]["step"]
+
+
+def _quick(path: Path, names: Sequence[str]
+           ) -> tuple[list[tuple[int, dict]], int | None, LineProblem | None]:
+    """``[(step, {name: value})]`` of the lines that can carry ``names`` (found by byte
+    search, so training-only lines are never decoded), the last line's step, and a last
+    line without its line end. Reads :data:`CHUNK` bytes at a time; raises
+    :class:`_Unclear` at any line that is not a clean row; FileNotFoundError."""
+    values: list[tuple[int, dict]] = []
+    last: int | None = None
+    carry = b""
+    with path.open("rb") as f:
+        while block := f.read(CHUNK):
+            data = carry + block if carry else block
+            end = data.rfind(b"\n") + 1
+            got, step = _quick_block(data, end, names)
+            values += got
+            last = step if step is not None else last
+            carry = data[end:]
+    partial = None
+    if carry.strip():
+        with path.open("rb") as f:
+            n_lines = sum(block.count(b"\n") for block in iter(lambda: f.read(CHUNK), b""))
+        partial = LineProblem(path, n_lines + 1, "the last line has no line end (a write in "
+                              "progress, or cut off): not used")
+    return values, last, partial
+
+
+def _collect(values: Sequence[tuple[int, dict]], names: Sequence[str]
+             ) -> tuple[dict[str, dict[int, Any]], list[int]]:
+    """Per name, ``step -> value`` (the last row of a step wins); and the steps met more
+    than once."""
+    by_name: dict[str, dict[int, Any]] = {n: {} for n in names}
+    seen: set[int] = set()
+    repeated = []
     for step, row in values:
-        for n in names:
-            v = row.get(n)
-            if v is not None:
-                by_name[n][step] = v
+        for n, v in row.items():
+            by_name[n][step] = v
+        if row:
+            if step in seen:
+                repeated.append(step)
+            seen.add(step)
+    return by_name, repeated
+
+
+_NUMBERS = {int, float, bool}
+
+
+def _arrays(by_name: dict[str, dict[int, Any]]) -> dict[str, Series]:
+    """Sorted ``(steps, values)`` per name; :class:`_Unclear` when a value is not a finite
+    number (checked for all values at once)."""
     out: dict[str, Series] = {}
     for n, d in by_name.items():
-        if d:
-            steps = np.fromiter(d.keys(), dtype=np.int64, count=len(d))
+        if not d:
+            continue
+        if not set(map(type, d.values())) <= _NUMBERS:
+            raise _Unclear
+        try:
             vals = np.fromiter(d.values(), dtype=np.float64, count=len(d))
-            order = np.argsort(steps, kind="stable")
-            out[n] = (steps[order], vals[order])
-    last = _last_step(data)
+        except OverflowError:
+            raise _Unclear from None
+        if not np.isfinite(vals).all():
+            raise _Unclear
+        steps = np.fromiter(d.keys(), dtype=np.int64, count=len(d))
+        order = np.argsort(steps, kind="stable")
+        out[n] = (steps[order], vals[order])
+    return out
+
+
+_ABSENT = object()
+
+
+def _slow(path: Path, names: Sequence[str]
+          ) -> tuple[list[tuple[int, dict]], int | None, dict[int, list[int]],
+                     LineProblem | None]:
+    """Every row, line by line: raises :class:`MetricsFormatError` naming the first line
+    that is not a row, or whose value of a requested metric is not a finite number.
+    Returns the rows carrying ``names`` (reduced to them), the largest step, the lines of
+    each step, and a last line without its line end."""
+    scan = MetricsScan(path)
+    values: list[tuple[int, dict]] = []
+    last: int | None = None
+    lines: dict[int, list[int]] = {}
+    for row in scan:
+        last = row.step if last is None else max(last, row.step)
+        carried = {n: row.data[n] for n in names if n in row.data}
+        for n, v in carried.items():
+            why = value_problem(v)
+            if why is not None:
+                scan.problem(row.line, f"{n}: {why}")
+        if carried:
+            values.append((row.step, carried))
+            lines.setdefault(row.step, []).append(row.line)
+    err = scan.error()
+    if err is not None:
+        raise err
+    return values, last, lines, scan.partial
+
+
+def read_run_series(path: Path, names: Sequence[str]) -> SeriesRead:
+    """The series of ``names`` in a metrics file, its last step and what was not used.
+
+    A clean file is read quickly, :data:`CHUNK` bytes at a time, each chunk decoded in one
+    call and the requested values checked all at once. Anything else (a line cut short,
+    invalid UTF-8, a value of a requested metric that is not a finite number, a step
+    logged twice) is read again line by line to name it. A missing file gives an empty
+    read.
+
+    Raises:
+        MetricsFormatError: a complete line that is not a row, or a requested metric's
+            value that is not a finite number (its file, line and why).
+    """
+    lines: dict[int, list[int]] = {}
+    try:
+        values, last, partial = _quick(path, names)
+        by_name, again = _collect(values, names)
+        if again:
+            raise _Unclear
+        out = _arrays(by_name)
+    except FileNotFoundError:
+        return SeriesRead({}, None)
+    except _Unclear:
+        values, last, lines, partial = _slow(path, names)  # names the line, or is clean
+        by_name, again = _collect(values, names)
+        out = _arrays(by_name)
     max_parsed = max((s for s, _ in values), default=None)
     if max_parsed is not None and (last is None or max_parsed > last):
         last = max_parsed
-    return out, last
+    repeated = tuple(f"step {s} (lines {', '.join(map(str, lines.get(s, [])))})"
+                     for s in sorted(set(again)))
+    return SeriesRead(out, last, partial, repeated)
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def read_series(path: Path, names: Sequence[str]) -> tuple[dict[str, Series], int | None]:
+    """``(series, last step)`` of :func:`read_run_series`."""
+    r = read_run_series(path, names)
+    return r.series, r.last_step
+
+
+def _read_json(path: Path, notes: list[FileNote] | None = None) -> dict[str, Any]:
+    """A JSON object file ({} when absent or unreadable; an unreadable one is noted)."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except FileNotFoundError:
         return {}
-    return doc if isinstance(doc, dict) else {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        if notes is not None:
+            notes.append(FileNote(f"unreadable ({type(e).__name__}: {e}): not used", path))
+        return {}
+    if not isinstance(doc, dict):
+        if notes is not None:
+            notes.append(FileNote("is not a JSON object: not used", path))
+        return {}
+    return doc
 
 
 def _section(doc: dict[str, Any], key: str) -> dict[str, Any]:
@@ -255,9 +387,13 @@ def load_run(found: FoundRun, metrics: Sequence[str]) -> RunData:
     training turns, flagged) and ``val/n_episodes``.
     """
     rd = RunDir(found.path)
-    run = _read_json(rd.run_json)
-    state = _read_json(rd.state_json)
+    notes: list[FileNote] = []
+    run = _read_json(rd.run_json, notes)
+    state = _read_json(rd.state_json, notes)
     cfg = read_config_sections(rd.config_yaml)
+    if rd.config_yaml.exists() and "protocol" not in cfg:
+        notes.append(FileNote("unreadable or without a protocol section: not used",
+                              rd.config_yaml))
     imported = _section(run, "imported")
     protocol = _section(cfg, "protocol") if isinstance(cfg.get("protocol"), dict) else None
     backend = _section(cfg, "backend")
@@ -277,7 +413,8 @@ def load_run(found: FoundRun, metrics: Sequence[str]) -> RunData:
         protocol=protocol, total_steps=total, n_episodes=episodes, state=state.get("state"),
         note=found.superseded_note)
     try:
-        series, last = read_series(rd.metrics, names)
+        got = read_run_series(rd.metrics, names)
+        series, last = got.series, got.last_step
         from_training = False
         if VAL_TURNS not in series and last is not None:
             train, _ = read_series(rd.metrics, [TRAIN_TURNS])
@@ -285,7 +422,15 @@ def load_run(found: FoundRun, metrics: Sequence[str]) -> RunData:
                 series[VAL_TURNS] = train[TRAIN_TURNS]
                 from_training = True
     except (MetricsFormatError, OSError) as e:
-        return RunData(**base, last_step=None, error=str(e))
+        return RunData(**base, last_step=None, error=str(e), file_notes=tuple(notes))
     if N_EPISODES in series:
         base["n_episodes"] = int(series[N_EPISODES][1][-1])
-    return RunData(**base, last_step=last, series=series, turns_from_training=from_training)
+    if got.partial:
+        notes.append(FileNote(f"line {got.partial.line} (the last) has no line end (a write "
+                              "in progress, or cut off): not used", rd.metrics,
+                              got.partial.line))
+    if got.repeated:
+        notes.append(FileNote(f"{len(got.repeated)} step(s) logged more than once, the last "
+                              f"row of each used: {'; '.join(got.repeated[:3])}", rd.metrics))
+    return RunData(**base, last_step=last, series=series, turns_from_training=from_training,
+                   file_notes=tuple(notes))

@@ -1,6 +1,8 @@
 """Finding the runs of a sweep directory, and reading its manifest.
 
-A run is any ``<sweep_dir>/<arm>/seed-<k>[.<n>]/run.json``. When one (arm, seed) has
+A run is a ``<sweep_dir>/<arm>/seed-<k>[.<n>]`` directory whose ``run.json`` agrees with
+its place (:meth:`ccpo_lab.runs.layout.SweepDir.scan`); any other directory holding a run
+file is a :class:`LeftOut`, which the report and ``verify`` name. When one (arm, seed) has
 several directories (``seed-0``, ``seed-0.2`` after ``--new-run``, or a replaced import)
 the newest (highest ``<n>``) is the one reported, and the report says so.
 
@@ -12,15 +14,12 @@ by ``ccpo-lab import`` alone has none: then options or :class:`AnalysisConfig` d
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ccpo_lab.errors import UserError
-
-MANIFEST = "sweep.json"
-SEED_DIR_RE = re.compile(r"^seed-(\d+)(?:\.(\d+))?$")
+from ccpo_lab.runs.layout import MANIFEST, SweepDir
 
 
 @dataclass(frozen=True)
@@ -57,25 +56,53 @@ def check_sweep_dir(sweep_dir: str | Path) -> Path:
     return p
 
 
-def discover_runs(sweep_dir: str | Path) -> list[FoundRun]:
-    """Every run directory of the sweep, sorted by (arm, seed, suffix)."""
-    from ccpo_lab.runs.layout import RunDir
+@dataclass(frozen=True)
+class LeftOut:
+    """A directory that holds run files but is not a run of its place."""
 
-    root = Path(sweep_dir)
+    arm: str
+    """Its arm directory."""
+    seed: int
+    """The seed of its name."""
+    path: Path
+    """The directory."""
+    why: str
+    """Why it is left out."""
+
+    @property
+    def file(self) -> Path:
+        """The file at fault (``run.json``)."""
+        return self.path / "run.json"
+
+    @property
+    def text(self) -> str:
+        """One line: which directory, left out, why."""
+        return f"{self.arm}/{self.path.name}: left out: {self.why}"
+
+
+def discover(sweep_dir: str | Path) -> tuple[list[FoundRun], list[LeftOut]]:
+    """Every run directory of the sweep, sorted by (arm, seed, suffix), and the directories
+    left out (``run.json`` missing, unreadable, or disagreeing with its place)."""
     found: dict[tuple[str, int], list[tuple[int, Path]]] = {}
-    for run_json in root.glob(f"*/seed-*/{RunDir(root).run_json.name}"):
-        d = run_json.parent
-        m = SEED_DIR_RE.match(d.name)
-        if m is None or d.parent.name.startswith("."):
+    left: list[LeftOut] = []
+    for p in SweepDir(Path(sweep_dir)).scan():
+        seed = p.rd.seed if p.rd.seed is not None else -1
+        if p.problem is not None:
+            left.append(LeftOut(p.rd.arm, seed, p.rd.path, p.problem))
             continue
-        key = (d.parent.name, int(m.group(1)))
-        found.setdefault(key, []).append((int(m.group(2) or 1), d))
+        found.setdefault((p.rd.arm, seed), []).append((p.rd.suffix, p.rd.path))
     out: list[FoundRun] = []
     for (arm, seed), dirs in sorted(found.items()):
         dirs.sort()
         names = tuple(p.name for _, p in dirs)
         out.extend(FoundRun(arm, seed, p, n, names) for n, p in dirs)
-    return out
+    return out, left
+
+
+def discover_runs(sweep_dir: str | Path) -> list[FoundRun]:
+    """Every run directory of the sweep (see :func:`discover`), sorted by (arm, seed,
+    suffix); directories left out are not among them."""
+    return discover(sweep_dir)[0]
 
 
 def newest_runs(found: list[FoundRun]) -> dict[tuple[str, int], FoundRun]:
@@ -115,19 +142,36 @@ def read_manifest(sweep_dir: str | Path) -> dict[str, Any]:
     return out
 
 
-def load_sweep_runs(
-    sweep_dir: str | Path,
-) -> tuple[Path, dict[str, Any], dict[tuple[str, int], FoundRun], list[str]]:
-    """``(root, manifest, newest run of each (arm, seed), arms in order)`` of a sweep dir.
+@dataclass(frozen=True)
+class SweepRuns:
+    """What a sweep directory holds, for the report and ``verify``."""
 
-    Raises :class:`UserError` when the directory holds no run.
+    root: Path
+    """The sweep directory."""
+    manifest: dict[str, Any]
+    """Its resolved configuration (:func:`read_manifest`; {} without a manifest)."""
+    newest: dict[tuple[str, int], FoundRun]
+    """The newest directory of each (arm, seed)."""
+    arms: list[str]
+    """Arms in order (:func:`arm_order`)."""
+    left_out: tuple[LeftOut, ...] = ()
+    """Directories not used, and why."""
+
+
+def load_sweep_runs(sweep_dir: str | Path) -> SweepRuns:
+    """The runs of a sweep directory (newest of each (arm, seed)) and those left out.
+
+    Raises :class:`UserError` when the directory holds no usable run.
     """
     root = check_sweep_dir(sweep_dir)
     manifest = read_manifest(root)
-    newest = newest_runs(discover_runs(root))
+    found, left = discover(root)
+    newest = newest_runs(found)
     if not newest:
-        raise UserError("no runs found (expected <arm>/seed-<k>/run.json)", file=root)
-    return root, manifest, newest, arm_order(manifest, {a for a, _ in newest})
+        raise UserError("no runs found (expected <arm>/seed-<k>/run.json)", file=root,
+                        detail="\n".join(f"  {x.text}" for x in left) or None)
+    return SweepRuns(root, manifest, newest, arm_order(manifest, {a for a, _ in newest}),
+                     tuple(left))
 
 
 def arm_order(manifest: dict[str, Any], arms_found: set[str] | list[str]) -> list[str]:

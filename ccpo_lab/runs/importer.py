@@ -21,22 +21,25 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from ccpo_lab.config.identity import canonical_json
 from ccpo_lab.config.yamlio import atomic_write_json, check_name
 from ccpo_lab.errors import UserError
-from ccpo_lab.runs.layout import RunDir, candidate_dirs, run_dir_name
-from ccpo_lab.runs.metrics import append_metrics
+from ccpo_lab.runs.layout import MAX_SEED, RunDir, SweepDir, candidate_dirs, run_dir_name
+from ccpo_lab.runs.metrics import MAX_STEP, fast_loads, format_row
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _CONSOLE = re.compile(r"(?:^|[\s)\]])step:(\d+)( - .*)$")
 _WRAPPED = re.compile(r"^(?:np\.)?(?:float|int)(?:16|32|64)?\((.*)\)$|^tensor\((.*)\)$")
+Rows = dict[int, dict[str, float | None]]
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,7 @@ class ParsedLog:
 
     format: Literal["jsonl", "console"]
     """Which format it was."""
-    rows: dict[int, dict[str, float | None]]
+    rows: Rows
     """step -> metrics (non-finite values as None)."""
     skipped: int
     """Non-numeric values left out (strings, lists)."""
@@ -73,6 +76,18 @@ class ImportResult:
     """Lines for standard error."""
 
 
+@dataclass
+class _Stream:
+    """What a pass over a log saw besides its rows."""
+
+    skipped: int = 0
+    """Non-numeric values left out."""
+    steps: list[int] = field(default_factory=list)
+    """Steps written, in order."""
+    has_val: bool = False
+    """Some metric is held-out (``val/*``)."""
+
+
 def _number(value: Any) -> tuple[bool, float | None]:
     """(is numeric, value or None when non-finite); JSON null is orjson's NaN."""
     if value is None:
@@ -80,64 +95,100 @@ def _number(value: Any) -> tuple[bool, float | None]:
     if isinstance(value, bool):
         return True, float(value)
     if isinstance(value, int | float):
-        v = float(value)
+        try:
+            v = float(value)
+        except OverflowError:  # an integer beyond float range
+            return True, None
         return True, v if math.isfinite(v) else None
     return False, None
 
 
-def _parse_jsonl(path: Path, lines: list[str], ends_with_newline: bool) -> tuple[dict, int]:
-    rows: dict[int, dict[str, float | None]] = {}
-    skipped = 0
-    last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
-    for i, line in enumerate(lines):
-        if not line.strip():
+def _lines(f: IO[bytes]) -> Iterator[tuple[int, bytes, bool]]:
+    """``(line number, line without its end, whether it had one)`` of a binary file."""
+    for i, raw in enumerate(f, 1):
+        ended = raw.endswith(b"\n")
+        yield i, raw.rstrip(b"\r\n") if ended else raw, ended
+
+
+def _utf8(path: Path, i: int, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"line {i}: invalid UTF-8 (byte {raw[e.start:e.start + 1]!r} at "
+                        f"column {e.start + 1}); nothing imported", file=path) from None
+
+
+def _check_step(path: Path, i: int, step: Any) -> int:
+    if isinstance(step, float) and step.is_integer():  # orjson reads a huge integer so
+        raise UserError(f"line {i}: step {step:.6g} out of range [0, {MAX_STEP}]; nothing "
+                        "imported", file=path)
+    if step < 0 or step > MAX_STEP:
+        raise UserError(f"line {i}: step {step} out of range [0, {MAX_STEP}]; nothing "
+                        "imported", file=path)
+    return int(step)
+
+
+def _jsonl_rows(path: Path, f: IO[bytes], seen: _Stream) -> Iterator[tuple[int, dict]]:
+    """Rows of verl's file-logger JSONL, one per line, checked."""
+    for i, raw, ended in _lines(f):
+        if not raw.strip():
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            cut = i == last and not ends_with_newline
-            raise UserError(f"line {i + 1} is {'cut off (partial write?)' if cut else 'not JSON'}"
-                            f": {line[:80]!r}; nothing imported", file=path) from None
+            obj = fast_loads(raw)
+        except ValueError:
+            try:
+                obj = json.loads(_utf8(path, i, raw))  # NaN and Infinity, which verl allows
+            except ValueError:
+                what = "cut off (partial write?)" if not ended else "not JSON"
+                raise UserError(f"line {i} is {what}: {raw[:80].decode(errors='replace')!r}"
+                                "; nothing imported", file=path) from None
+        step = obj.get("step") if isinstance(obj, dict) else None
         if not (isinstance(obj, dict) and isinstance(obj.get("data"), dict)
-                and isinstance(obj.get("step"), int) and not isinstance(obj["step"], bool)):
-            raise UserError(f"line {i + 1}: expected {{\"step\": N, \"data\": {{...}}}} "
-                            f"(verl's file logger), got {line[:80]!r}; nothing imported",
-                            file=path)
-        if obj["step"] < 0:
-            raise UserError(f"line {i + 1}: negative step {obj['step']}; nothing imported",
-                            file=path)
-        row = rows.setdefault(obj["step"], {})
+                and isinstance(step, int | float) and not isinstance(step, bool)
+                and (isinstance(step, int) or step.is_integer())):
+            raise UserError(f"line {i}: expected {{\"step\": N, \"data\": {{...}}}} "
+                            f"(verl's file logger), got {raw[:80].decode(errors='replace')!r}"
+                            "; nothing imported", file=path)
+        row = {}
         for k, v in obj["data"].items():
             ok, num = _number(v)
             if ok:
                 row[str(k)] = num
             else:
-                skipped += 1
-    return rows, skipped
+                seen.skipped += 1
+        yield _check_step(path, i, step), row
 
 
 def _console_value(text: str) -> float | None:
+    """A console value (``0.5``, ``nan``, ``np.float64(0.5)``, ``tensor(0.5, ...)``,
+    ``True``) as a float, None when not finite; ValueError for anything else."""
     t = text.strip()
-    m = _WRAPPED.match(t)
-    if m:
-        t = (m.group(1) or m.group(2) or "").split(",")[0].strip()
-    if t in ("True", "False"):
-        return float(t == "True")
-    v = float(t)  # ValueError for anything else
+    try:  # the common forms first: a plain number, numpy 2's np.float64(...)
+        v = float(t[11:-1] if t.startswith("np.float64(") and t.endswith(")") else t)
+    except ValueError:
+        m = _WRAPPED.match(t)
+        if m:
+            t = (m.group(1) or m.group(2) or "").split(",")[0].strip()
+        if t in ("True", "False"):
+            return float(t == "True")
+        v = float(t)  # ValueError for anything else
     return v if math.isfinite(v) else None
 
 
-def _parse_console(path: Path, lines: list[str], ends_with_newline: bool) -> tuple[dict, int]:
-    rows: dict[int, dict[str, float | None]] = {}
-    for i, raw in enumerate(lines):
-        line = _ANSI.sub("", raw).rstrip("\r")
+def _console_rows(path: Path, f: IO[bytes], seen: _Stream) -> Iterator[tuple[int, dict]]:
+    """Rows of verl's console log: ``step:N - key:value - ...`` lines among any others."""
+    for i, raw, ended in _lines(f):
+        if b"step:" not in raw:
+            continue
+        line = _ANSI.sub("", raw.decode("utf-8", errors="replace")).rstrip("\r")
         m = _CONSOLE.search(line)
         if m is None:
             continue
-        if i == len(lines) - 1 and not ends_with_newline:
-            raise UserError(f"line {i + 1} (the last) has no line end: the log was cut off "
+        if not ended:
+            raise UserError(f"line {i} (the last) has no line end: the log was cut off "
                             f"while it was written; nothing imported: {line[:80]!r}", file=path)
-        row = rows.setdefault(int(m.group(1)), {})
+        _utf8(path, i, raw)
+        row: dict[str, float | None] = {}
         for pair in m.group(2).split(" - ")[1:]:
             key, sep, value = pair.rpartition(":")
             try:
@@ -145,58 +196,156 @@ def _parse_console(path: Path, lines: list[str], ends_with_newline: bool) -> tup
                     raise ValueError
                 row[key.strip()] = _console_value(value)
             except ValueError:
-                raise UserError(f"line {i + 1}: malformed 'key:value' pair {pair[:60]!r} "
+                raise UserError(f"line {i}: malformed 'key:value' pair {pair[:60]!r} "
                                 "(log cut off?); nothing imported", file=path) from None
-    return rows, 0
+        yield _check_step(path, i, int(m.group(1))), row
 
 
-def parse_log(path: str | Path) -> ParsedLog:
-    """Parse a verl file-logger JSONL or console log (format detected from the content)."""
+def _open_log(path: str | Path) -> tuple[Path, Literal["jsonl", "console"], str]:
+    """The log's path, format (from its first non-blank line) and sha256 (streamed)."""
     p = Path(path)
     if not p.exists():
         raise UserError("log file not found", file=p)
     if not p.is_file():
         raise UserError("not a file (expected a verl JSONL or console log)", file=p)
-    data = p.read_bytes()
-    text = data.decode("utf-8", errors="replace")
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    ends = text.endswith("\n")
-    first = next((ln.lstrip() for ln in lines if ln.strip()), "")
-    if not first:
+    digest = hashlib.sha256()
+    first = b""
+    with p.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+            if not first.strip():
+                first += chunk.lstrip()[:1]
+    if not first.strip():
         raise UserError("log file is empty; nothing imported", file=p)
-    fmt: Literal["jsonl", "console"] = "jsonl" if first.startswith("{") else "console"
-    rows, skipped = (_parse_jsonl if fmt == "jsonl" else _parse_console)(p, lines, ends)
+    return p, ("jsonl" if first.startswith(b"{") else "console"), digest.hexdigest()
+
+
+def _rows(p: Path, fmt: str, f: IO[bytes], seen: _Stream) -> Iterator[tuple[int, dict]]:
+    return (_jsonl_rows if fmt == "jsonl" else _console_rows)(p, f, seen)
+
+
+def _no_rows(p: Path) -> UserError:
+    return UserError("no metrics found: expected verl's file-logger JSONL "
+                     "({\"step\": N, \"data\": {...}} per line) or console lines "
+                     "'step:N - key:value - ...'; nothing imported", file=p)
+
+
+def parse_log(path: str | Path) -> ParsedLog:
+    """Parse a verl file-logger JSONL or console log (format detected from the content)
+    into memory, rows of one step merged. :func:`import_run` streams instead."""
+    p, fmt, sha = _open_log(path)
+    seen = _Stream()
+    rows: Rows = {}
+    with p.open("rb") as f:
+        for step, data in _rows(p, fmt, f, seen):
+            rows.setdefault(step, {}).update(data)
     if not rows:
-        raise UserError("no metrics found: expected verl's file-logger JSONL "
-                        "({\"step\": N, \"data\": {...}} per line) or console lines "
-                        "'step:N - key:value - ...'; nothing imported", file=p)
-    return ParsedLog(fmt, dict(sorted(rows.items())), skipped, hashlib.sha256(data).hexdigest())
+        raise _no_rows(p)
+    return ParsedLog(fmt, dict(sorted(rows.items())), seen.skipped, sha)
 
 
-def _record(sweep: str, arm: str, seed: int, source: Path, log: ParsedLog,
-            total_steps: int | None, val_episodes: int | None) -> dict[str, Any]:
+def _write_merged(rows: Iterator[tuple[int, dict]], out: Path, seen: _Stream) -> None:
+    """Write ``rows`` to ``out`` as ``metrics.jsonl``, one row per step, merging rows of a
+    step. Steps in order (the normal log) stream with one row in memory; a step that goes
+    back (a log resumed over itself) switches to merging the rest in memory."""
+    step: int | None = None
+    current: dict[str, Any] = {}
+    with out.open("w", encoding="utf-8") as f:
+        for s, data in rows:
+            seen.has_val = seen.has_val or any(k.startswith("val/") for k in data)
+            if s == step:
+                current.update(data)
+                continue
+            if step is not None and s < step:
+                _merge_in_memory(out, f, [(step, current), (s, data)], rows, seen)
+                return
+            if step is not None:
+                f.write(format_row(step, current) + "\n")
+                seen.steps.append(step)
+            step, current = s, dict(data)
+        if step is not None:
+            f.write(format_row(step, current) + "\n")
+            seen.steps.append(step)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _merge_in_memory(out: Path, f: IO[str], pending: list[tuple[int, dict]],
+                     rows: Iterator[tuple[int, dict]], seen: _Stream) -> None:
+    """Merge the rows written to ``out`` so far, ``pending`` and the rest of ``rows`` in
+    memory, and rewrite ``out`` (open as ``f``) in step order."""
+    f.flush()
+    merged: Rows = {}
+    with out.open("rb") as back:
+        for raw in back:
+            obj = fast_loads(raw)
+            merged[int(obj["step"])] = obj["data"]
+    for s, data in pending:
+        merged.setdefault(s, {}).update(data)
+    for s, data in rows:
+        seen.has_val = seen.has_val or any(k.startswith("val/") for k in data)
+        merged.setdefault(s, {}).update(data)
+    seen.steps = sorted(merged)
+    f.seek(0)
+    f.truncate()
+    for s in seen.steps:
+        f.write(format_row(s, merged[s]) + "\n")
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def _record(sweep: str, arm: str, seed: int, source: Path, fmt: str, sha256: str,
+            steps: list[int], total_steps: int | None, val_episodes: int | None
+            ) -> dict[str, Any]:
     from ccpo_lab import __version__
     from ccpo_lab.runs.provenance import now_iso
 
-    key = {"arm": arm, "seed": seed, "source_sha256": log.sha256, "total_steps": total_steps,
+    key = {"arm": arm, "seed": seed, "source_sha256": sha256, "total_steps": total_steps,
            "val_episodes": val_episodes}
-    steps = list(log.rows)
     return {
         "run_id": hashlib.sha256(canonical_json(key).encode()).hexdigest(),
         "sweep": sweep, "arm": arm, "seed": seed, "backend": "imported",
-        "imported": {"source": str(source.resolve()), "sha256": log.sha256,
-                     "format": log.format, "rows": len(steps), "first_step": steps[0],
+        "imported": {"source": str(source.resolve()), "sha256": sha256,
+                     "format": fmt, "rows": len(steps), "first_step": steps[0],
                      "last_step": steps[-1], "total_steps": total_steps,
                      "val_episodes": val_episodes, "imported_at": now_iso()},
         "ccpo_lab_version": __version__, "created": now_iso(),
     }
 
 
-def _check_count(value: int | None, key: str) -> None:
-    if value is not None and value < 1:
-        raise UserError("must be a positive integer", key=key, value=value)
+def _check_count(value: int | None, key: str, high: int) -> None:
+    if value is not None and not 1 <= value <= high:
+        raise UserError("out of range", key=key, value=value, valid=f"[1, {high}]")
+
+
+def _check_args(arm: str, seed: int, total_steps: int | None, val_episodes: int | None,
+                root: Path) -> None:
+    check_name(arm, file=None, key="--arm")
+    if not 0 <= seed <= MAX_SEED:
+        raise UserError("out of range", key="--seed", value=seed, valid=f"[0, {MAX_SEED}]")
+    _check_count(total_steps, "--total-steps", MAX_STEP)
+    _check_count(val_episodes, "--val-episodes", 2**31 - 1)
+    if root.exists() and not root.is_dir():
+        raise UserError("not a directory (expected a sweep directory)", file=root)
+
+
+def _stage(root: Path, source: Path, fmt: str, seen: _Stream) -> Path:
+    """Parse ``source`` into ``metrics.jsonl`` of a new hidden directory beside where the
+    run will go (in the nearest existing directory above it, so nothing is created in the
+    sweep directory for a log that turns out bad); the caller removes it on failure."""
+    base = root
+    while not base.exists():
+        base = base.parent
+    stage = Path(tempfile.mkdtemp(dir=base, prefix=".ccpo-import-"))
+    try:
+        with source.open("rb") as f:
+            _write_merged(_rows(source, fmt, f, seen), RunDir(stage).metrics, seen)
+        if not seen.steps:
+            raise _no_rows(source)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    return stage
 
 
 def import_run(sweep_dir: str | Path, arm: str, seed: int, source: str | Path, *,
@@ -204,10 +353,13 @@ def import_run(sweep_dir: str | Path, arm: str, seed: int, source: str | Path, *
                val_episodes: int | None = None) -> ImportResult:
     """Import ``source`` as run (``arm``, ``seed``) of ``sweep_dir`` (created if missing).
 
+    The log is streamed (memory does not grow with its size) into a directory beside the
+    destination, which is renamed into place once everything is checked.
+
     Args:
         sweep_dir: ``<results>/<sweep>``.
         arm: arm name (a path component).
-        seed: seed (>= 0).
+        seed: seed, in ``[0, MAX_SEED]``.
         source: verl JSONL or console log.
         replace: replace an earlier import of another file at (arm, seed).
         total_steps: the run's final step, for the interim flag (optional).
@@ -217,60 +369,68 @@ def import_run(sweep_dir: str | Path, arm: str, seed: int, source: str | Path, *
         UserError: bad arguments, a bad or partial log, a different import at (arm, seed)
             without ``replace``, or a ccpo-lab run there. Nothing is written then.
     """
-    check_name(arm, file=None, key="--arm")
-    if seed < 0:
-        raise UserError("must be >= 0", key="--seed", value=seed)
-    _check_count(total_steps, "--total-steps")
-    _check_count(val_episodes, "--val-episodes")
     root = Path(sweep_dir)
-    if root.exists() and not root.is_dir():
-        raise UserError("not a directory (expected a sweep directory)", file=root)
-    log = parse_log(source)
-    record = _record(root.resolve().name, arm, seed, Path(source), log, total_steps,
-                     val_episodes)
-    steps = list(log.rows)
-    warnings = []
-    if not any(k.startswith("val/") for row in log.rows.values() for k in row):
-        warnings.append("no val/* metric in this log: the report has no held-out result for it")
-    if log.skipped:
-        warnings.append(f"{log.skipped} non-numeric values left out")
-    dirs = candidate_dirs(root, arm, seed)
-    target = RunDir(dirs[-1] if dirs else root / arm / run_dir_name(seed))
-    status: Literal["imported", "unchanged", "replaced"] = "imported"
-    if dirs:
-        held = target.read_run()
-        if target.config_yaml.exists() or (held and "imported" not in held):
-            raise UserError(f"{arm} seed {seed} holds a run launched by ccpo-lab (run id "
-                            f"{str(held.get('run_id', '?'))[:12]}); import never overwrites "
-                            "it: import under another arm name", file=target.path)
-        if held.get("run_id") == record["run_id"]:
+    _check_args(arm, seed, total_steps, val_episodes, root)
+    src, fmt, sha = _open_log(source)
+    seen = _Stream()
+    stage = _stage(root, src, fmt, seen)
+    try:
+        steps = seen.steps
+        name = SweepDir(root).sweep_name() or root.resolve().name
+        record = _record(name, arm, seed, Path(source), fmt, sha, steps, total_steps,
+                         val_episodes)
+        warnings = []
+        if not seen.has_val:
+            warnings.append("no val/* metric in this log: the report has no held-out result "
+                            "for it")
+        if seen.skipped:
+            warnings.append(f"{seen.skipped} non-numeric values left out")
+        target, status = _target(root, arm, seed, record, replace)
+        if status == "unchanged":
             return ImportResult("unchanged", target.path, len(steps), steps[0], steps[-1],
-                                log.format, tuple(warnings))
-        if not replace:
-            old = held.get("imported", {}) if isinstance(held.get("imported"), dict) else {}
-            what = (f"an import of another file ({old.get('source', '?')})" if held
-                    else "a directory without a run")
-            raise UserError(f"{arm} seed {seed} already holds {what}; pass --replace to "
-                            "replace it", file=target.path)
-        status = "replaced"
-    _install(target, record, log)
-    return ImportResult(status, target.path, len(steps), steps[0], steps[-1], log.format,
+                                fmt, tuple(warnings))
+        _install(stage, target, record)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return ImportResult(status, target.path, len(steps), steps[0], steps[-1], fmt,
                         tuple(warnings))
 
 
-def _install(target: RunDir, record: dict[str, Any], log: ParsedLog) -> None:
-    """Assemble the run directory beside ``target`` and rename it into place."""
+def _target(root: Path, arm: str, seed: int, record: dict[str, Any], replace: bool
+            ) -> tuple[RunDir, Literal["imported", "unchanged", "replaced"]]:
+    """Where the import goes, and whether it is new, the same again, or a replacement;
+    :class:`UserError` when it may not go there."""
+    dirs = candidate_dirs(root, arm, seed)
+    target = RunDir(dirs[-1] if dirs else root / arm / run_dir_name(seed))
+    if not dirs:
+        return target, "imported"
+    held = target.read_run()
+    if target.config_yaml.exists() or (held and "imported" not in held):
+        raise UserError(f"{arm} seed {seed} holds a run launched by ccpo-lab (run id "
+                        f"{str(held.get('run_id', '?'))[:12]}); import never overwrites "
+                        "it: import under another arm name", file=target.path)
+    if held.get("run_id") == record["run_id"]:
+        return target, "unchanged"
+    if not replace:
+        old = held.get("imported", {}) if isinstance(held.get("imported"), dict) else {}
+        what = (f"an import of another file ({old.get('source', '?')})" if held
+                else "a directory without a run")
+        raise UserError(f"{arm} seed {seed} already holds {what}; pass --replace to "
+                        "replace it", file=target.path)
+    return target, "replaced"
+
+
+def _install(stage: Path, target: RunDir, record: dict[str, Any]) -> None:
+    """Complete the staged run directory and rename it into place (an earlier import
+    there is moved aside first and removed once the new one is in place)."""
     parent = target.path.parent
     parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(dir=parent, prefix=f".import-{target.path.name}-"))
+    rd = RunDir(stage)
+    atomic_write_json(rd.run_json, record)
+    last = record["imported"]["last_step"]
+    rd.write_state("completed", step=last, total_steps=record["imported"]["total_steps"])
     old = None
     try:
-        rd = RunDir(stage)
-        for step, data in log.rows.items():
-            append_metrics(rd.metrics, step, data)
-        atomic_write_json(rd.run_json, record)
-        last = record["imported"]["last_step"]
-        rd.write_state("completed", step=last, total_steps=record["imported"]["total_steps"])
         if target.path.exists():
             old = parent / f".replaced-{target.path.name}-{stage.name[-8:]}"
             target.path.rename(old)
@@ -278,7 +438,6 @@ def _install(target: RunDir, record: dict[str, Any], log: ParsedLog) -> None:
     except BaseException:
         if old is not None and not target.path.exists():
             old.rename(target.path)
-        shutil.rmtree(stage, ignore_errors=True)
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)

@@ -57,6 +57,8 @@ JOBS_DIR = "_jobs"
 """Sweep-level launcher folder; arm names cannot start with '_', so it never collides."""
 SEED_DIR_RE = re.compile(r"^seed-(\d+)(?:\.(\d+))?$")
 """``seed-<k>`` or ``seed-<k>.<n>``: the name of a run directory."""
+MAX_SEED = 2**31 - 1
+"""Largest seed (seeds are 32-bit signed integers for every generator that uses them)."""
 _HISTORY = 20
 """Earlier submissions kept in ``job.json``."""
 
@@ -142,6 +144,26 @@ class RunDir:
         data = json.loads(self.run_json.read_text(encoding="utf-8"))
         return data if isinstance(data, dict) else {}
 
+    def place_problem(self, sweep: str | None = None, run_id: str | None = None
+                      ) -> tuple[dict[str, Any], str | None]:
+        """``run.json`` and why this directory is not a run of its place (None when it is).
+
+        Its place is ``<sweep>/<arm>/seed-<k>[.<n>]``: ``run.json`` must exist, be a JSON
+        object, and name this arm and seed; and, when given, the sweep's name (``sweep``)
+        and the run id the sweep's manifest lists for this directory (``run_id``).
+        A directory copied in from another sweep, or whose ``run.json`` was deleted or
+        edited, is refused this way by every reader (report, verify, sync, status).
+        """
+        try:
+            data = json.loads(self.run_json.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}, "no run.json (deleted?): the run cannot be identified"
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            return {}, f"run.json unreadable ({type(e).__name__}: {e})"
+        if not isinstance(data, dict):
+            return {}, "run.json is not a JSON object"
+        return data, _place_mismatch(self, data, sweep, run_id)
+
     def update_run(self, **fields: Any) -> dict[str, Any]:
         """Merge ``fields`` into ``run.json`` (atomic rewrite); return the new content."""
         data = self.read_run()
@@ -182,6 +204,41 @@ class RunDir:
         data.update(fields)
         atomic_write_json(self.job_json, data)
         return data
+
+
+def _place_mismatch(rd: RunDir, data: Mapping[str, Any], sweep: str | None,
+                    run_id: str | None) -> str | None:
+    """What ``run.json`` says that its directory's place contradicts (None: nothing)."""
+    wrong = []
+    if data.get("arm") != rd.arm:
+        wrong.append(f"arm {data.get('arm')} (here {rd.arm})")
+    if data.get("seed") != rd.seed or isinstance(data.get("seed"), bool):
+        wrong.append(f"seed {data.get('seed')} (here {rd.seed})")
+    if sweep is not None and data.get("sweep") != sweep:
+        wrong.append(f"sweep {data.get('sweep')} (here {sweep})")
+    if wrong:
+        return ("its run.json belongs elsewhere: " + ", ".join(wrong)
+                + " (a run directory copied from another place?)")
+    if run_id is not None and data.get("run_id") != run_id:
+        return (f"its run id {str(data.get('run_id'))[:12]} is not the run the sweep's "
+                f"manifest lists here ({run_id[:12]}): replaced or edited by hand?")
+    return None
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A run directory found in a sweep directory, with its ``run.json``."""
+
+    rd: RunDir
+    """The directory."""
+    run: dict[str, Any]
+    """``run.json`` ({} when missing or unreadable)."""
+    problem: str | None
+    """Why it is not a run of its place (None: it is); see :meth:`RunDir.place_problem`."""
+
+
+_RUN_FILES = ("run.json", "config.yaml", "state.json", "metrics.jsonl")
+"""A directory holding none of these holds no run (an empty or log-only directory)."""
 
 
 def run_dir_name(seed: int, n: int = 1) -> str:
@@ -262,26 +319,61 @@ class SweepDir:
             dirs.sort(key=lambda r: r.suffix)
         return dict(sorted(out.items()))
 
+    def sweep_name(self) -> str | None:
+        """The sweep's name from its manifest (None without a manifest)."""
+        data = self.read_manifest()
+        config = data.get("config")
+        name = data.get("sweep") or (config.get("name") if isinstance(config, dict) else None)
+        return name if isinstance(name, str) and name else None
+
+    def scan(self) -> list[Placed]:
+        """Every ``<arm>/seed-<k>[.<n>]`` directory holding a run file, each checked
+        against its place (:meth:`RunDir.place_problem`, with the manifest's sweep name
+        and run ids), sorted by arm, seed and ``<n>``. Unlike :meth:`found`, directories
+        whose ``run.json`` is missing or disagrees are included, with their problem."""
+        if not self.path.is_dir():
+            return []
+        data = self.read_manifest()
+        name = self.sweep_name()
+        listed = {e["dir"]: e.get("run_id") for e in data.get("runs", [])
+                  if isinstance(e, dict) and isinstance(e.get("dir"), str)}
+        out = []
+        for d in self.path.glob("*/seed-*"):
+            rd = RunDir(d)
+            if (rd.seed is None or rd.arm.startswith((".", "_")) or not d.is_dir()
+                    or not any((d / f).exists() for f in _RUN_FILES)):
+                continue
+            expected = listed.get(f"{rd.arm}/{d.name}")
+            run, problem = rd.place_problem(name, expected if isinstance(expected, str)
+                                            else None)
+            out.append(Placed(rd, run, problem))
+        return sorted(out, key=lambda p: (p.rd.arm, p.rd.seed or 0, p.rd.suffix))
+
     def newest(self) -> dict[tuple[str, int], RunDir]:
         """The newest directory of each (arm, seed) (the one a report reads)."""
         return {key: dirs[-1] for key, dirs in self.found().items()}
 
     def run_dirs(self) -> list[RunDir]:
-        """Run directories: the manifest's, then every other ``<arm>/seed-*`` holding a run.
+        """Run directories: the manifest's, then every other ``<arm>/seed-*`` holding a run
+        file (:meth:`scan`: those whose ``run.json`` is missing or disagrees included).
 
         Ordered by arm (in manifest order when known), seed, then directory name.
         """
         data = self.read_manifest()
         listed = [RunDir(self.path / e["dir"]) for e in data.get("runs", [])
                   if isinstance(e, dict) and isinstance(e.get("dir"), str)]
-        found = [rd for dirs in self.found().values() for rd in dirs]
-        unique = list({rd.path: rd for rd in [*listed, *found]}.values())
+        placed = {p.rd.path: p for p in self.scan()}
+        unique = list({rd.path: rd for rd in [*listed, *(p.rd for p in placed.values())]
+                       }.values())
         order = {a: i for i, a in enumerate(data.get("arms", []))}
 
         def key(rd: RunDir) -> tuple[int, str, int, str]:
-            info = rd.read_run()
+            p = placed.get(rd.path)
+            info = p.run if p is not None and p.problem is None else {}
             arm = str(info.get("arm", rd.arm))
-            return (order.get(arm, len(order)), arm, int(info.get("seed", 0)), rd.path.name)
+            seed = info.get("seed", rd.seed)
+            return (order.get(arm, len(order)), arm, seed if isinstance(seed, int) else 0,
+                    rd.path.name)
 
         return sorted(unique, key=key)
 

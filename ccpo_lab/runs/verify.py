@@ -48,6 +48,9 @@ class SeedCheck:
         fewer than half of the groups distinct. Group-relative advantages are then ~0 for
         every arm, and identical step-1 rollouts across arms prove nothing."""
         return bool(self.groups) and 2 * (self.distinct_groups or 0) < (self.groups or 0)
+    left_out: tuple[str, ...] = ()
+    """Directories of this seed that are not runs of their place, each as
+    ``<arm>/<dir>: left out: why`` (their arms are not compared)."""
 
     @property
     def missing(self) -> list[str]:
@@ -56,8 +59,10 @@ class SeedCheck:
 
     @property
     def ok(self) -> bool:
-        """Whether this seed passes (identical, or a single arm that has a fingerprint)."""
-        return self.status == "identical" or (self.status == "single" and not self.missing)
+        """Whether this seed passes (identical, or a single arm that has a fingerprint, and
+        no directory of the seed left out)."""
+        return not self.left_out and (
+            self.status == "identical" or (self.status == "single" and not self.missing))
 
 
 @dataclass(frozen=True)
@@ -161,36 +166,48 @@ def verify_sweep(sweep_dir: str | Path, reference: str | None = None) -> list[Se
     """
     from ccpo_lab.errors import UserError
 
-    root, manifest, newest, arms = load_sweep_runs(sweep_dir)
+    found = load_sweep_runs(sweep_dir)
+    manifest, newest, arms = found.manifest, found.newest, found.arms
     ref = reference or manifest.get("analysis", {}).get("reference") or arms[0]
     if reference is not None and reference not in arms:
         raise UserError("reference arm has no runs in this sweep directory", key="reference",
                         value=reference, valid=arms)
+    left: dict[int, list[str]] = {}
+    for x in found.left_out:
+        left.setdefault(x.seed, []).append(x.text)
     checks = []
-    for seed in sorted({k for _, k in newest}):
-        present = [a for a in arms if (a, seed) in newest]
-        fps = {a: _fingerprint(RunDir(newest[(a, seed)].path).read_run()) for a in present}
-        seed_ref = ref if ref in present else present[0]
-        ref_fp = fps[seed_ref]
-        distinct = {fp for fp in fps.values() if fp is not None}
-        divergences: dict[str, Divergence | str] = {}
-        if len(distinct) > 1:
-            status: SeedStatus = "different"
-            base = seed_ref if ref_fp is not None else next(a for a in present if fps[a])
-            for a in present:
-                if fps[a] is not None and fps[a] != fps[base]:
-                    divergences[a] = _locate(newest[(base, seed)].path, newest[(a, seed)].path)
-            seed_ref = base
-        elif len(present) == 1:
-            status = "single"
-        elif any(fp is None for fp in fps.values()):
-            status = "missing"
-        else:
-            status = "identical"
-        groups, varied = _group_counts(newest[(seed_ref, seed)].path) \
-            if fps.get(seed_ref) else (None, None)
-        checks.append(SeedCheck(seed, status, seed_ref, fps, divergences, groups, varied))
+    for seed in sorted({k for _, k in newest} | set(left)):
+        dirs = {a: newest[(a, seed)].path for a in arms if (a, seed) in newest}
+        checks.append(_check_seed(seed, dirs, ref, tuple(left.get(seed, ()))))
     return checks
+
+
+def _check_seed(seed: int, dirs: Mapping[str, Path], ref: str, left_out: tuple[str, ...]
+                ) -> SeedCheck:
+    """The verdict of one seed over its arms' run directories (``arm -> directory``)."""
+    present = list(dirs)
+    if not present:
+        return SeedCheck(seed, "missing", ref, {}, left_out=left_out)
+    fps = {a: _fingerprint(RunDir(dirs[a]).read_run()) for a in present}
+    seed_ref = ref if ref in present else present[0]
+    distinct = {fp for fp in fps.values() if fp is not None}
+    divergences: dict[str, Divergence | str] = {}
+    if len(distinct) > 1:
+        status: SeedStatus = "different"
+        base = seed_ref if fps[seed_ref] is not None else next(a for a in present if fps[a])
+        for a in present:
+            if fps[a] is not None and fps[a] != fps[base]:
+                divergences[a] = _locate(dirs[base], dirs[a])
+        seed_ref = base
+    elif len(present) == 1:
+        status = "single"
+    elif any(fp is None for fp in fps.values()):
+        status = "missing"
+    else:
+        status = "identical"
+    groups, varied = _group_counts(dirs[seed_ref]) if fps.get(seed_ref) else (None, None)
+    return SeedCheck(seed, status, seed_ref, fps, divergences, groups=groups,
+                     distinct_groups=varied, left_out=left_out)
 
 
 def _clip(text: Any, width: int = 160) -> str:
@@ -225,33 +242,40 @@ def format_checks(checks: Sequence[SeedCheck]) -> list[str]:
     """The human-readable verification, one block per seed."""
     out = []
     for c in checks:
-        n = len(c.fingerprints)
-        if c.status == "identical":
-            fp = next(iter(c.fingerprints.values()))
-            out.append(f"seed {c.seed}: identical ({n} arms, fingerprint {(fp or '')[:12]}"
-                       f"{_groups_text(c)})")
-            continue
-        if c.status == "single":
-            (arm, fp), = c.fingerprints.items()
-            what = f"fingerprint {fp[:12]}" if fp else "NO fingerprint"
-            out.append(f"seed {c.seed}: only {arm} ({what}{_groups_text(c)}): nothing to "
-                       "compare")
-            continue
-        if c.status == "different":
-            groups: dict[str | None, list[str]] = {}
-            for a, fp in c.fingerprints.items():
-                groups.setdefault(fp, []).append(a)
-            desc = "; ".join(f"{(fp or 'none')[:12]}: {', '.join(arms)}"
-                             for fp, arms in groups.items())
-            out.append(f"seed {c.seed}: DIFFERENT ({desc})")
-            for arm, div in c.divergences.items():
-                out.extend(format_divergence(c.reference, arm, div))
-        if c.missing:
-            if c.status == "missing":
-                out.append(f"seed {c.seed}: NOT VERIFIED ({n - len(c.missing)} of {n} arms agree)")
-            out.append(f"  missing fingerprint: {', '.join(c.missing)} (run.json has no "
-                       "step1.fingerprint: the run has not reached step 1, or its backend did "
-                       "not record it)")
+        out.extend(_format_check(c))
+        out.extend(f"  {text}" for text in c.left_out)
+    return out
+
+
+def _format_check(c: SeedCheck) -> list[str]:
+    """The lines of one seed's verdict (without its directories left out)."""
+    n = len(c.fingerprints)
+    if not c.fingerprints:
+        return [f"seed {c.seed}: NOT VERIFIED (no usable run directory)"]
+    if c.status == "identical":
+        fp = next(iter(c.fingerprints.values()))
+        return [f"seed {c.seed}: identical ({n} arms, fingerprint {(fp or '')[:12]}"
+                f"{_groups_text(c)})"]
+    if c.status == "single":
+        (arm, fp), = c.fingerprints.items()
+        what = f"fingerprint {fp[:12]}" if fp else "NO fingerprint"
+        return [f"seed {c.seed}: only {arm} ({what}{_groups_text(c)}): nothing to compare"]
+    out: list[str] = []
+    if c.status == "different":
+        groups: dict[str | None, list[str]] = {}
+        for a, fp in c.fingerprints.items():
+            groups.setdefault(fp, []).append(a)
+        desc = "; ".join(f"{(fp or 'none')[:12]}: {', '.join(arms)}"
+                         for fp, arms in groups.items())
+        out.append(f"seed {c.seed}: DIFFERENT ({desc})")
+        for arm, div in c.divergences.items():
+            out.extend(format_divergence(c.reference, arm, div))
+    if c.missing:
+        if c.status == "missing":
+            out.append(f"seed {c.seed}: NOT VERIFIED ({n - len(c.missing)} of {n} arms agree)")
+        out.append(f"  missing fingerprint: {', '.join(c.missing)} (run.json has no "
+                   "step1.fingerprint: the run has not reached step 1, or its backend did "
+                   "not record it)")
     return out
 
 

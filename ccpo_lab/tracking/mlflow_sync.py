@@ -20,10 +20,14 @@ directory (``mlartifacts/...``), so moving ``results/`` keeps them: open the sto
 the sweep directory (:func:`ui_command`).
 
 Incremental and idempotent: the child's tag ``ccpo_lab.synced_step`` records the last
-step whose metrics are in MLflow; a sync sends only the rows after it, and each batch
-carries the new tag value with it. Metric timestamps are derived from the run's creation
-time and the step, so a batch sent twice (a sync interrupted between a batch and its tag)
-is recognised as duplicate by SQL tracking stores.
+step whose metrics are in MLflow; a sync sends only the rows after it, streamed
+(:mod:`ccpo_lab.tracking.rows`), and each batch carries the new tag value with it. Metric
+timestamps are derived from the run's creation time and the step, so a batch sent twice
+(a sync interrupted between a batch and its tag) is recognised as duplicate by SQL
+tracking stores. One sync per store at a time, a store created whole, a server that does
+not answer refused at once: :mod:`ccpo_lab.tracking.store`. What is not sent (a
+directory that is not a run of its place, a line that is not a row, a value that is not a
+finite number) is in :attr:`SyncResult.warnings`, with file and line.
 """
 
 from __future__ import annotations
@@ -33,16 +37,18 @@ import json
 import os
 import re
 import sqlite3
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ccpo_lab.errors import UserError
-from ccpo_lab.report.discover import check_sweep_dir, discover_runs, read_manifest
+from ccpo_lab.report.discover import FoundRun, check_sweep_dir, discover, read_manifest
 from ccpo_lab.runs.layout import RunDir, SweepDir
-from ccpo_lab.runs.metrics import read_metrics
+from ccpo_lab.tracking.rows import MAX_METRICS, Sent, safe_key, send_metrics
+from ccpo_lab.tracking.store import check_reachable, prepare_store, store_lock
 
 if TYPE_CHECKING:
     from ccpo_lab.report.model import ReportModel
@@ -59,10 +65,8 @@ VIEW_TAG = "mlflow.sharedViewState." + VIEW_KEY
 ARTIFACTS_DIR = "mlartifacts"
 """Artifact root of the default store, relative to the sweep directory."""
 STORE = "mlflow.db"
-MAX_METRICS = 900
-"""Metrics per ``log_batch`` (MLflow allows 1,000 entities, tags included)."""
 MAX_PARAMS = 100
-PARAM_LEN, KEY_LEN = 6000, 250
+PARAM_LEN = 6000
 _STATUS = {"pending": "SCHEDULED", "running": "RUNNING", "requeued": "RUNNING",
            "completed": "FINISHED", "failed": "FAILED", "cancelled": "KILLED"}
 _TERMINAL = {"FINISHED", "FAILED", "KILLED"}
@@ -98,6 +102,9 @@ class SyncResult:
     """The store is the sweep's own ``mlflow.db`` (artifact paths relative to the sweep)."""
     adaptive_looks: int = 0
     """Looks of the sweep's adaptive design logged to the parent (0: fixed seeds)."""
+    warnings: tuple[str, ...] = ()
+    """What was not sent, and why: directories left out, lines a run's sync stopped at,
+    values that are not finite numbers (file and line each)."""
 
     @property
     def ui_url(self) -> str:
@@ -134,14 +141,6 @@ def ui_url(experiment_id: str, port: int = 5000) -> str:
     """The experiment's runs grouped by arm (the shared view), in the model-training view."""
     return (f"http://127.0.0.1:{port}/#/experiments/{experiment_id}/runs?viewStateShareKey="
             f"{VIEW_KEY}&workflowType=machine_learning")
-
-
-def safe_key(key: str) -> str:
-    """A metric/param key MLflow accepts (bad characters and path tricks become '_')."""
-    k = re.sub(r"[^/\w.\- ]", "_", str(key))
-    k = re.sub(r"/+", "/", k).strip("/").replace("..", "__")
-    k = "/".join(p if p not in ("", ".") else "_" for p in k.split("/")) or "_"
-    return k[:KEY_LEN]
 
 
 def flatten(doc: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
@@ -220,30 +219,6 @@ def _section(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     """``doc[key]`` when it is a mapping, else {}."""
     v = doc.get(key)
     return v if isinstance(v, Mapping) else {}
-
-
-def _batches(rows: list[dict[str, Any]], after: int, base_ms: int) -> Iterator[tuple[list, int]]:
-    """Metric batches of the rows after step ``after``: ``(metrics, last complete step)``."""
-    from mlflow.entities import Metric
-
-    batch: list[Any] = []
-    last = after
-    for row in sorted((r for r in rows if r["step"] > after), key=lambda r: r["step"]):
-        step = int(row["step"])
-        values = [Metric(safe_key(k), float(v), base_ms + step, step)
-                  for k, v in row["data"].items()
-                  if isinstance(v, int | float) and not isinstance(v, bool) and v == v
-                  and abs(v) != float("inf")]
-        if batch and len(batch) + len(values) > MAX_METRICS:
-            yield batch, last
-            batch = []
-        while len(values) > MAX_METRICS:  # a step with more values than a batch holds
-            yield values[:MAX_METRICS], after
-            values = values[MAX_METRICS:]
-        batch.extend(values)
-        last = after = step
-    if batch:
-        yield batch, last
 
 
 def _find_runs(client: Any, exp_id: str, filt: str) -> list[Any]:
@@ -399,14 +374,21 @@ def _log_new_params(client: Any, run: Any, params: Mapping[str, str]) -> None:
 
 
 def sync_sweep(sweep_dir: str | Path, uri: str | None = None, experiment: str | None = None,
-               artifacts: str | Path | None = None,
-               report: ReportModel | None = None) -> SyncResult:
+               artifacts: str | Path | None = None, report: ReportModel | None = None,
+               say: Callable[[str], None] | None = None) -> SyncResult:
     """Bring MLflow up to date with a sweep directory; log ``artifacts`` (a report
     directory) and ``report``'s headline numbers to the parent run.
 
     Defaults come from the manifest's ``tracking`` section, then :func:`default_uri` and
-    the sweep's name. Raises :class:`UserError` when tracking is disabled in the manifest
-    and no ``uri`` is given; MLflow errors propagate.
+    the sweep's name. One sync per store at a time (:mod:`ccpo_lab.tracking.store`): a
+    second one waits. ``say`` receives progress lines (waiting for the lock, a store
+    rebuilt, values sent so far in a long run).
+
+    Raises:
+        UserError: tracking is disabled in the manifest and no ``uri`` is given, or the
+            store cannot be opened and holds runs.
+        StoreUnreachable: a tracking server that does not accept connections.
+    MLflow's own errors propagate.
     """
     root = check_sweep_dir(sweep_dir).resolve()
     manifest = read_manifest(root)
@@ -417,9 +399,11 @@ def sync_sweep(sweep_dir: str | Path, uri: str | None = None, experiment: str | 
     uri = uri or tracking.get("uri") or default_uri(root)
     local = uri == default_uri(root)
     art = Path(artifacts).resolve() if artifacts is not None else None
+    check_reachable(uri)
     # the default store keeps artifact paths relative to the sweep directory: work there
-    with _working_dir(root) if local else contextlib.nullcontext():
-        return _sync(root, manifest, uri, local, experiment, art, report)
+    with store_lock(uri, root, say), _working_dir(root) if local else contextlib.nullcontext():
+        prepare_store(uri, say)
+        return _sync(root, manifest, uri, local, experiment, art, report, say)
 
 
 @contextlib.contextmanager
@@ -439,22 +423,20 @@ class _Child:
 
     outcome: str
     """``created``, ``updated``, ``fresh`` or ``pending`` (not started: not created)."""
-    sent: int
     status: str
     end: int | None
-    last_step: int | None
+    sent: Sent
 
 
 def _sync_child(client: Any, exp_id: str, pid: str, root: Path, run: tuple[Any, ...],
-                child: Any | None) -> _Child:
+                child: Any | None, say: Callable[[str], None] | None = None) -> _Child:
     """Create or update the child run of one run directory; send its new metric rows."""
     from mlflow.entities import RunTag
 
     f, rd, info, state = run
     t = run_times(info, state)
-    rows = read_metrics(rd.metrics)
-    if child is None and t.start is None and not rows:
-        return _Child("pending", 0, "SCHEDULED", None, None)  # created once it starts
+    if child is None and t.start is None and not _has_rows(rd):
+        return _Child("pending", "SCHEDULED", None, Sent(0, None))  # created once it starts
     tags = _tags(rd, info, state, f.arm, f.seed, root)
     outcome = "fresh"
     if child is None:
@@ -467,18 +449,46 @@ def _sync_child(client: Any, exp_id: str, pid: str, root: Path, run: tuple[Any, 
         changed = [RunTag(k, v) for k, v in tags.items() if child.data.tags.get(k) != v]
         if changed:
             client.log_batch(child.info.run_id, tags=changed)
-    sent = 0
-    for metrics, last in _batches(rows, int(child.data.tags.get(SYNCED, -1)),
-                                  _ms(info.get("created")) or 0):
-        client.log_batch(child.info.run_id, metrics=metrics, tags=[RunTag(SYNCED, str(last))])
-        sent += len(metrics)
-    if sent and outcome == "fresh":
+
+    began = time.monotonic()
+
+    def progress(values: int, done: float) -> None:
+        if say is None:
+            return
+        spent = time.monotonic() - began
+        eta = f", about {spent * (1 - done) / done / 60:.0f} min left" if done > 0.01 else ""
+        say(f"{f.arm} seed {f.seed}: {values:,} metric values sent in {spent:.0f} s "
+            f"({100 * done:.0f}% of {rd.metrics.name}{eta})")
+
+    sent = send_metrics(client, child.info.run_id, rd.metrics,
+                        int(child.data.tags.get(SYNCED, -1)), _ms(info.get("created")) or 0,
+                        SYNCED, progress)
+    if sent.values and outcome == "fresh":
         outcome = "updated"
     status = "FINISHED" if info.get("imported") else \
         _STATUS.get(str(state.get("state")), "RUNNING")
     _set_status(client, client.get_run(child.info.run_id), status, t.end)
-    last_step = max((int(r["step"]) for r in rows), default=None)
-    return _Child(outcome, sent, status, t.end, last_step)
+    return _Child(outcome, status, t.end, sent)
+
+
+def _has_rows(rd: RunDir) -> bool:
+    """Whether the run has written anything to its metrics file."""
+    try:
+        return rd.metrics.stat().st_size > 0
+    except OSError:
+        return False
+
+
+def _child_warnings(f: FoundRun, sent: Sent) -> list[str]:
+    """What of one run was not sent, for the person syncing."""
+    out = []
+    if sent.stopped is not None:
+        out.append(f"{f.arm} seed {f.seed}: stopped at {sent.stopped}; the rows after it are "
+                   "not sent (mend or remove that line, then sync again)")
+    if sent.skipped:
+        out.append(f"{f.arm} seed {f.seed}: {sent.skipped} value(s) not sent (not finite "
+                   f"numbers), the first at {sent.first_skipped}")
+    return out
 
 
 def _update_parent(client: Any, pid: str, manifest: Mapping[str, Any], key: str,
@@ -489,8 +499,6 @@ def _update_parent(client: Any, pid: str, manifest: Mapping[str, Any], key: str,
     Returns:
         ``(headline numbers logged, whether the report files were logged)``.
     """
-    import time
-
     from mlflow.entities import Metric
 
     parent = client.get_run(pid)
@@ -533,8 +541,8 @@ def _log_adaptive(client: Any, pid: str, root: Path) -> int:
 
 
 def _sync(root: Path, manifest: Mapping[str, Any], uri: str, local: bool,
-          experiment: str | None, artifacts: Path | None,
-          report: ReportModel | None) -> SyncResult:
+          experiment: str | None, artifacts: Path | None, report: ReportModel | None,
+          say: Callable[[str], None] | None = None) -> SyncResult:
     from mlflow.tracking import MlflowClient
 
     tracking = manifest.get("tracking", {})
@@ -545,27 +553,29 @@ def _sync(root: Path, manifest: Mapping[str, Any], uri: str, local: bool,
     exp_id = _experiment(client, name, str(analysis.get("metric") or "val/success_rate"))
     if local:
         relative_artifacts(root / STORE, exp_id)
+    runs, left_out = discover(root)
     found = []
-    for f in discover_runs(root):
+    for f in runs:
         rd = RunDir(f.path)
-        info = rd.read_run()
-        if info.get("run_id"):
-            found.append((f, rd, info, rd.read_state()))
+        found.append((f, rd, rd.read_run(), rd.read_state()))
     starts = [t.start for t in (run_times(i, s) for _, _, i, s in found) if t.start is not None]
     pid = _parent(client, exp_id, key, min(starts) if starts else None).info.run_id
     children = {r.data.tags.get(RUN_ID): r for r in _find_runs(
         client, exp_id, f"tags.`{KIND}` = 'run' and tags.`mlflow.parentRunId` = '{pid}'")}
-    done = [_sync_child(client, exp_id, pid, root, run, children.get(run[2]["run_id"]))
+    done = [_sync_child(client, exp_id, pid, root, run, children.get(run[2]["run_id"]), say)
             for run in found]
     count = {k: sum(c.outcome == k for c in done)
              for k in ("created", "updated", "fresh", "pending")}
-    step = max((c.last_step for c in done if c.last_step is not None), default=0)
+    step = max((c.sent.last_step for c in done if c.sent.last_step is not None), default=0)
     headline, logged = _update_parent(client, pid, manifest, key, report, step, artifacts)
     looks = _log_adaptive(client, pid, root)
     finished = bool(done) and all(c.status in _TERMINAL for c in done)
     ends = [c.end for c in done if c.end is not None]
     _set_status(client, client.get_run(pid), "FINISHED" if finished else "RUNNING",
                 max(ends) if finished and ends else None)
+    warnings = [f"{x.text}; not synced" for x in left_out]
+    for run, c in zip(found, done, strict=True):
+        warnings += _child_warnings(run[0], c.sent)
     return SyncResult(uri, name, exp_id, pid, count["created"], count["updated"],
-                      count["fresh"], sum(c.sent for c in done), logged, count["pending"],
-                      headline, local, looks)
+                      count["fresh"], sum(c.sent.values for c in done), logged,
+                      count["pending"], headline, local, looks, tuple(warnings))

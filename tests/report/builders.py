@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ccpo_lab.config.identity import to_plain
 from ccpo_lab.config.sweep import Sweep, load_sweep
+from ccpo_lab.launch.manifest import write_manifest
 from ccpo_lab.runs.layout import RunDir, init_run_dir, resolve_run_dir
 from ccpo_lab.runs.metrics import append_metrics
 from ccpo_lab.runs.rollouts import write_rollouts
@@ -46,13 +46,14 @@ def init_sweep(path: Path, results: Path, overrides: Sequence[str] = (),
     sw = load_sweep(path, list(overrides))
     sweep_dir = sw.sweep_dir(results)
     rds = {}
+    pairs = []
     for run in sw.runs:
         rd = resolve_run_dir(sweep_dir, run)
         init_run_dir(rd, run)
         rds[(run.arm, run.seed)] = rd
-    if manifest:  # the launcher's format: the resolved sweep config under "config"
-        doc = {"sweep": sw.name, "arms": list(sw.config.arms), "config": to_plain(sw.config)}
-        (sweep_dir / "sweep.json").write_text(json.dumps(doc), encoding="utf-8")
+        pairs.append((run, rd))
+    if manifest:  # the launcher's own manifest: resolved config, runs and their ids
+        write_manifest(sw, sweep_dir, pairs)
     return sw, sweep_dir, rds
 
 

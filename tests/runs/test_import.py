@@ -167,3 +167,49 @@ def test_report_on_an_import_only_sweep(tmp_path: Path,
     assert main(["report", str(sweep)]) == 0  # defaults: window 70 holds nothing
     out = capsys.readouterr().out
     assert "reference arm not set: using ccpo (the first arm alphabetically)" in out
+
+
+@pytest.mark.parametrize(("args", "text", "message"), [
+    (["--seed", "99999999999999999999"], JSONL, "--seed: out of range"),
+    (["--seed", "2147483648"], JSONL, "--seed: out of range"),
+    (["--seed", "0", "--total-steps", "99999999999999999999"], JSONL,
+     "--total-steps: out of range"),
+    (["--seed", "0"], '{"step":100000000000000000000000,"data":{"val/success_rate":0.5}}\n',
+     "line 1: step 1e+23 out of range"),
+    (["--seed", "0"], '{"step":2147483648,"data":{"val/success_rate":0.5}}\n',
+     "line 1: step 2147483648 out of range"),
+    (["--seed", "0"], "step:100000000000000000000000 - val/success_rate:0.5\n",
+     "line 1: step 100000000000000000000000 out of range"),
+    (["--seed", "0"], '{"step":1,"data":{"val/succ\xffess_rate":0.5}}\n', "line 1: invalid UTF-8"),
+])
+def test_out_of_range_is_refused_at_import(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                           args: list[str], text: str, message: str) -> None:
+    """Item 9: a seed or a step beyond what the rest of ccpo-lab accepts, accepted at import,
+    later crashed the report (OverflowError) and made sync fail for good."""
+    src = tmp_path / "bad.log"
+    src.write_bytes(text.encode("utf-8", errors="surrogateescape").replace(b"\xc3\xbf", b"\xff"))
+    assert main(["import", str(tmp_path / "s"), str(src), "--arm", "a", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "s").exists()
+
+
+def test_streamed_import_equals_the_merge_of_every_row(tmp_path: Path) -> None:
+    """The import streams the log (bounded memory); rows of one step are merged whether they
+    are adjacent or not, and the result is what a whole-file merge gives."""
+    lines = ['{"step":0,"data":{"val/success_rate":0.25}}',
+             '{"step":0,"data":{"val/length/mean":9.0}}',  # adjacent: merged
+             '{"step":1,"data":{"a":1.0,"b":2.0}}',
+             '{"step":2,"data":{"a":3.0}}',
+             '{"step":1,"data":{"b":5.0,"c":6.0}}',  # out of order: merged into step 1
+             '{"step":3,"data":{"a":NaN}}']
+    src = _write(tmp_path, "run.jsonl", "\n".join(lines) + "\n")
+    assert main(["import", str(tmp_path / "s"), str(src), "--arm", "a", "--seed", "0"]) == 0
+    assert read_metrics(tmp_path / "s" / "a" / "seed-0" / "metrics.jsonl") == [
+        {"step": 0, "data": {"val/success_rate": 0.25, "val/length/mean": 9.0}},
+        {"step": 1, "data": {"a": 1.0, "b": 5.0, "c": 6.0}},
+        {"step": 2, "data": {"a": 3.0}},
+        {"step": 3, "data": {"a": None}},
+    ]
+    assert parse_log(src).rows[1] == {"a": 1.0, "b": 5.0, "c": 6.0}

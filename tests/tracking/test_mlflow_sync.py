@@ -151,3 +151,60 @@ def test_store_opens_ready_and_survives_a_move(tmp_path: Path, monkeypatch: pyte
     assert Path(local).read_text() == (moved / "demo" / "report" / "report.md").read_text()
     assert main(["sync", str(moved / "demo")]) == 0  # and syncs on, nothing duplicated
     assert "0 runs created" in capsys.readouterr().out
+
+
+def test_what_sync_cannot_send_is_named_and_sent_once_mended(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Items 1-5 for sync: a line cut in the middle stops that run's sync there (the rows
+    before it are sent; the rest once the line is mended, exactly once); a value that is not
+    a finite number is not sent and is counted; a directory copied in from elsewhere is not
+    synced. Every one is named (file, line). A long run reports its progress."""
+    import shutil
+
+    from mlflow.tracking import MlflowClient
+
+    from ccpo_lab.tracking import rows
+    from ccpo_lab.tracking.mlflow_sync import sync_sweep
+
+    _, sweep_dir, rds = init_sweep(sweep_file(tmp_path, seeds=(0,)), tmp_path / "results")
+    for rd in rds.values():
+        log_evals(rd, {0: 0.25, 5: 0.5, 10: 0.75}, train_steps=range(1, 11))
+    cut = rds[("grpo", 0)].metrics
+    lines = cut.read_bytes().splitlines(keepends=True)
+    assert b'"step": 6}' in lines[6]
+    original = lines[6]
+    lines[6] = original[:30] + b"\n"
+    cut.write_bytes(b"".join(lines))
+    nan = rds[("gigpo", 0)].metrics
+    text = nan.read_text().replace('"episode/success_rate": 0.5}, "step": 3}',
+                                   '"episode/success_rate": NaN}, "step": 3}')
+    assert "NaN" in text
+    nan.write_text(text)
+    shutil.copytree(rds[("grpo", 0)].path, sweep_dir / "gigpo" / "seed-7")
+    said: list[str] = []
+    monkeypatch.setattr(rows, "PROGRESS_EVERY_S", 0.0)
+
+    res = sync_sweep(sweep_dir, say=said.append)
+    # grpo: step 0's evaluation, steps 1-5 and step 5's evaluation; gigpo: all but the NaN
+    assert (res.created, res.values) == (2, (1 + 2 * 5 + 1) + (3 + 2 * 10 - 1))
+    warnings = "\n".join(res.warnings)
+    assert f"grpo seed 0: stopped at {cut}: line 7: not JSON" in warnings
+    assert f"gigpo seed 0: 1 value(s) not sent (not finite numbers), the first at {nan}: " \
+           "line 4: episode/success_rate: not a finite number (nan)" in warnings
+    assert "gigpo/seed-7: left out: its run.json belongs elsewhere: arm grpo (here gigpo), " \
+           "seed 0 (here 7)" in warnings
+    assert any("metric values sent" in line for line in said)
+
+    client = MlflowClient(res.uri)
+    by_arm = {r.data.tags["ccpo_lab.arm"]: r for r in client.search_runs(
+        [res.experiment_id], "tags.`ccpo_lab.kind` = 'run'")}
+    assert len(by_arm) == 2
+    grpo = by_arm["grpo"].info.run_id
+    assert [s for s, _ in _history(client, grpo, "episode/success_rate")] == [1, 2, 3, 4, 5]
+
+    lines[6] = original  # mended: the next sync sends the rest, once
+    cut.write_bytes(b"".join(lines))
+    again = sync_sweep(sweep_dir)
+    assert again.values == 2 * 5 + 1  # steps 6-10 and the evaluation at step 10
+    assert [s for s, _ in _history(client, grpo, "episode/success_rate")] == list(range(1, 11))
+    assert _history(client, grpo, "val/success_rate") == [(0, 0.25), (5, 0.5), (10, 0.75)]
