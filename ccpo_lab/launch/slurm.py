@@ -40,9 +40,12 @@ ACTIVE = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPEN
           "RESIZING", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SIGNALING",
           "STAGE_OUT", "STOPPED"}
 """Slurm job states in which a job still holds (or waits for) resources."""
-FAILED = {"FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
-          "PREEMPTED", "REVOKED"}
-"""Slurm job states of a job that ended badly."""
+FAILED = {"FAILED", "OUT_OF_MEMORY"}
+"""Slurm job states of a job that failed (a non-zero exit, its memory limit): the run is
+``failed`` (resubmitted on request)."""
+INTERRUPTED = {"TIMEOUT", "NODE_FAIL", "BOOT_FAIL", "DEADLINE", "PREEMPTED", "REVOKED"}
+"""Slurm job states of a job stopped from outside (its time limit after every requeue, a
+lost node, preemption): the run is ``interrupted`` and resumes on a relaunch."""
 _RESOURCES_FROM_BACKEND = "a run's nodes and GPUs come from its backend ({}), stated once"
 
 
@@ -263,8 +266,11 @@ class SlurmLauncher(Launcher):
             return Reconciled("cancelled", "cancelled in Slurm")
         if sched in FAILED:
             return Reconciled("failed", f"Slurm: {sched}")
+        if sched in INTERRUPTED:
+            return Reconciled("interrupted", f"Slurm: {sched}; a relaunch resumes it")
         if sched == "COMPLETED":
-            return Reconciled("failed", "job ended without the run recording an outcome")
+            return Reconciled("interrupted", "its job ended without the run recording an "
+                                             "outcome; a relaunch resumes it")
         if sched == "UNKNOWN":
             return Reconciled(file_state, "not yet known to Slurm", True)
         return Reconciled(file_state, f"Slurm: {sched}", True)

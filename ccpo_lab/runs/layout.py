@@ -10,8 +10,9 @@ and a run directory holds::
 
     config.yaml        the resolved configuration (identity first, then the launcher)
     run.json           run id, arm, seed, estimator, provenance, backend-written fields
-    state.json         state (pending/running/completed/failed), step, updated time
+    state.json         state (pending/running/completed/failed/cancelled/interrupted), step
     job.json           the launcher's record: current submission and earlier ones
+    owner.lock         held (flock) by the one process executing the run (runs/owner.py)
     metrics.jsonl      one {"step": N, "data": {...}} per line (verl's file-logger format)
     rollouts/          step-1 rollouts (``step-000001.jsonl``)
     checkpoints/       resumable checkpoints
@@ -44,7 +45,12 @@ from ccpo_lab.errors import RunConflictError, UserError
 if TYPE_CHECKING:
     from ccpo_lab.config.schema import RunConfig
 
-RUN_STATES = ("pending", "running", "completed", "failed", "cancelled", "requeued")
+RUN_STATES = ("pending", "running", "completed", "failed", "cancelled", "interrupted",
+              "requeued")
+"""What ``state.json`` may say. ``interrupted``: stopped from outside (a signal, a lost
+node, a time limit) before an outcome of its own; like ``cancelled`` it resumes from its
+checkpoint on a relaunch. ``failed``: the run itself failed (an exception, a non-zero
+exit); it is resubmitted only on request."""
 MANIFEST = "sweep.json"
 """The sweep's manifest file."""
 JOBS_DIR = "_jobs"
@@ -87,6 +93,11 @@ class RunDir:
     def job_json(self) -> Path:
         """The launcher's record of the run's submissions."""
         return self.path / "job.json"
+
+    @property
+    def owner_lock(self) -> Path:
+        """Locked by the process executing the run (:mod:`ccpo_lab.runs.owner`)."""
+        return self.path / "owner.lock"
 
     @property
     def metrics(self) -> Path:
@@ -148,10 +159,19 @@ class RunDir:
         return read_json_object(self.state_json)
 
     def write_state(self, state: str, **info: Any) -> None:
-        """Record the run's state (one of :data:`RUN_STATES`) with extra info."""
+        """Record the run's state (one of :data:`RUN_STATES`) with extra info.
+
+        The first ``step`` a running attempt records (after ``rate_from`` was reset to
+        None when it started) becomes its ``rate_from`` ``{step, time}``: the origin of the
+        steps/s and ETA that ``status`` shows (set-up and resuming excluded).
+        """
         if state not in RUN_STATES:
             raise ValueError(f"unknown run state {state!r}; valid: {RUN_STATES}")
-        data = {**self.read_state(), **info, "state": state, "updated": _now()}
+        now = _now()
+        data = {**self.read_state(), **info, "state": state, "updated": now}
+        if state == "running" and "step" in info and "rate_from" in data \
+                and data["rate_from"] is None:
+            data["rate_from"] = {"step": info["step"], "time": now}
         atomic_write_json(self.state_json, data)
 
     def read_job(self) -> dict[str, Any]:
@@ -337,15 +357,20 @@ def init_run_dir(rd: RunDir, run: RunConfig, launcher: Mapping[str, Any] | None 
     """Create ``rd`` for ``run`` (config.yaml, run.json, state pending) if not yet there.
 
     ``launcher``: the launcher settings it is submitted with, recorded in ``config.yaml``.
-    Idempotent for the same identity; never overwrites another identity (callers use
-    :func:`resolve_run_dir` first, and this re-checks).
+    Idempotent for the same identity, also when two launchers create it at once; never
+    overwrites another identity (callers use :func:`resolve_run_dir` first, and this
+    re-checks).
     """
     from ccpo_lab.runs.provenance import provenance
 
     held = rd.read_run().get("run_id")
     if held == run.run_id:
         return
-    if held is not None or rd.config_yaml.exists():
+    if held is None and rd.config_yaml.exists():  # being created: by whom?
+        held = _config_run_id(rd)
+        if held == run.run_id:
+            held = None
+    if held is not None:
         raise UserError("run directory holds another run; refusing to overwrite it",
                         file=rd.path, value=held)
     rd.path.mkdir(parents=True, exist_ok=True)
@@ -359,7 +384,20 @@ def init_run_dir(rd: RunDir, run: RunConfig, launcher: Mapping[str, Any] | None 
         "backend": run.backend.kind,
         **provenance(),
     })
-    rd.write_state("pending", step=0, total_steps=run.protocol.total_steps)
+    if not rd.state_json.exists():
+        rd.write_state("pending", step=0, total_steps=run.protocol.total_steps)
+
+
+def _config_run_id(rd: RunDir) -> str:
+    """The run id ``config.yaml`` records ('?' when unreadable)."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(rd.config_yaml.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return "?"
+    value = doc.get("run_id") if isinstance(doc, dict) else None
+    return str(value) if value else "?"
 
 
 def load_run_config(rd: RunDir) -> RunConfig:
