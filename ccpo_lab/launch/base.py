@@ -161,6 +161,11 @@ class Launcher(ABC):
         """How many runs may execute at once."""
         return 1
 
+    def preview(self, n_runs: int) -> list[str]:
+        """What submitting ``n_runs`` runs would submit, for ``sweep --dry-run`` (a batch
+        script, a pool); nothing is asked of the machine or cluster."""
+        return []
+
     def machine_checks(self) -> list[tuple[str, str, str]]:
         """``(name, ok|FIX|skip, detail)`` lines for ``ccpo-lab doctor``: is this machine
         ready to launch with these settings?"""

@@ -61,6 +61,11 @@ class InlineLauncher(Launcher):
         """``this process``."""
         return "this process"
 
+    def preview(self, n_runs: int) -> list[str]:
+        """The runs execute here, one after another."""
+        return [f"{n_runs} runs executed in this process, one after another (progress "
+                "lines on stdout when it is not a terminal)"]
+
     def submit(self, runs: Sequence[RunDir], *, wait: bool) -> Submission:
         """Record this process as each run's job; :meth:`wait` executes them."""
         for rd in runs:

@@ -351,6 +351,14 @@ class LocalLauncher(Launcher):
         """``max_parallel``."""
         return self.local.max_parallel
 
+    def preview(self, n_runs: int) -> list[str]:
+        """The pool that would start (its slots are known once this machine is asked)."""
+        g = per_run_gpus(self.local, self.needs)
+        slots = f"{g} GPU(s)" if g else "a CPU slot"
+        return [f"a detached pool (its queue and log in {self.sweep.jobs}/) running {n_runs} "
+                f"runs, at most {self.local.max_parallel} at once, each on {slots} under "
+                "submitit's local executor (logs: <run>/logs/)"]
+
     def machine_checks(self) -> list[tuple[str, str, str]]:
         """This machine's slots for the sweep."""
         try:

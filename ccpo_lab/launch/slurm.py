@@ -175,6 +175,24 @@ class SlurmLauncher(Launcher):
         """``array_parallelism``."""
         return self.slurm.array_parallelism
 
+    def preview(self, n_runs: int) -> list[str]:
+        """The batch script of the (first) job array, as submitit will write it: its
+        ``#SBATCH`` header with ``--array=0-N%P``, and the command each task runs."""
+        import shlex
+        import sys
+
+        from ccpo_lab.launch.params import sbatch_text
+
+        size = max_array_size()
+        arrays = chunks(list(range(n_runs)), size)
+        command = (f"{shlex.quote(sys.executable)} -u -m submitit.core._submit "
+                   f"{shlex.quote(str(self.folder))}")
+        text = sbatch_text(self.parameters(), self.folder, command,
+                           map_count=len(arrays[0]) if arrays else 0)
+        head = (f"{len(arrays)} job arrays of at most {size} runs; the first one's batch "
+                "script:" if len(arrays) > 1 else "the job array's batch script:")
+        return [head, *text.rstrip().splitlines()]
+
     def machine_checks(self) -> list[tuple[str, str, str]]:
         """``sinfo`` answers here and lists the sweep's partition."""
         if shutil.which("sinfo") is None:

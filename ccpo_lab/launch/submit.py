@@ -54,6 +54,9 @@ def decide(plan: list[PlannedRun], sweep_dir: Path, *, retry_failed: bool) -> li
     rows = {r.path: r for r in collect_status(sweep_dir, existing)} if existing else {}
     out = []
     for p in plan:
+        if p.status == "replace":
+            out.append(Decision(p, "new", f"replaces a run that {p.replaces}"))
+            continue
         if p.status == "new" or p.run_dir is None:
             out.append(Decision(p, "new", "new"))
             continue
@@ -74,7 +77,8 @@ def decide(plan: list[PlannedRun], sweep_dir: Path, *, retry_failed: bool) -> li
     return out
 
 
-def _summary(decisions: list[Decision]) -> str:
+def summary(decisions: list[Decision]) -> str:
+    """``2 new, 1 resume, 1 skipped (completed)``."""
     tally: dict[str, int] = {}
     for d in decisions:
         key = d.action if d.submit else f"skipped ({d.reason.split(' (')[0]})"
@@ -108,6 +112,9 @@ def launch_sweep(sw: Sweep, results: str | Path, *, new_run: bool = False, wait:
     launcher.prepare()
     decisions = decide(plan, sweep_dir, retry_failed=retry_failed)
     settings = to_plain(sw.config.launcher)
+    for d in decisions:
+        if d.planned.status == "replace" and d.planned.run_dir is not None:
+            _set_aside(SweepDir(sweep_dir), d, console)
     parallel(lambda p: init_run_dir(p.run_dir, p.run, settings),
              [d.planned for d in decisions if d.action == "new"])
     write_manifest(sw, sweep_dir, [(p.run, p.run_dir) for p in plan if p.run_dir is not None])
@@ -115,7 +122,7 @@ def launch_sweep(sw: Sweep, results: str | Path, *, new_run: bool = False, wait:
                              if d.submit and d.planned.run_dir is not None]
     targets = _claim(targets, decisions, console)
     console.print(f"sweep [bold]{sw.name}[/bold] -> {sweep_dir}: {len(plan)} runs "
-                  f"({_summary(decisions)}); launcher {launcher.kind}: {launcher.resources()}",
+                  f"({summary(decisions)}); launcher {launcher.kind}: {launcher.resources()}",
                   highlight=False, soft_wrap=True)
     for d in decisions:
         if not d.submit and d.reason.startswith("failed"):
@@ -142,6 +149,25 @@ def launch_sweep(sw: Sweep, results: str | Path, *, new_run: bool = False, wait:
     except Stopped as e:
         return _stopped(console, sweep_dir, sub.detached, e.signum)
     return _finish(sweep_dir, plan, console, title)
+
+
+def _set_aside(sd: SweepDir, d: Decision, console: Any) -> None:
+    """Move the directory a ``replace`` decision takes over to ``_replaced/`` (under its
+    lock, so no executor starts it meanwhile), saying so."""
+    from ccpo_lab.runs.owner import RunBusy, acquire
+
+    rd = d.planned.run_dir
+    assert rd is not None
+    try:
+        with acquire(rd):
+            dest = sd.set_aside(rd)
+    except RunBusy as e:
+        raise UserError("a process started executing the run this launch would replace; "
+                        "nothing more was launched", file=rd.path,
+                        value=e.owner.describe()) from None
+    console.print(f"{d.planned.run.arm} seed {d.planned.run.seed}: the run in {rd.path} "
+                  f"{d.planned.replaces}; replaced by this configuration (its files: {dest})",
+                  highlight=False, markup=False, soft_wrap=True)
 
 
 def _claim(targets: list[RunDir], decisions: list[Decision], console: Any) -> list[RunDir]:

@@ -4,6 +4,7 @@
 
     sweep.json         the resolved sweep, its runs and submissions (the manifest)
     _jobs/             sweep-level launcher files (Slurm arrays, local pool queues and logs)
+    _replaced/         runs that never trained, set aside for a corrected configuration
     <arm>/seed-<k>/    one run (:class:`RunDir`)
 
 and a run directory holds::
@@ -244,6 +245,25 @@ class SweepDir:
     def write_manifest(self, data: Mapping[str, Any]) -> None:
         """Replace the manifest (atomically)."""
         atomic_write_json(self.manifest, dict(data))
+
+    @property
+    def replaced(self) -> Path:
+        """``_replaced/``: run directories set aside for a corrected configuration."""
+        return self.path / "_replaced"
+
+    def set_aside(self, rd: RunDir) -> Path:
+        """Move run directory ``rd`` to ``_replaced/<arm>/<name>-<time>`` (kept, out of
+        every reader's way); return where it went."""
+        import time
+
+        dest = self.replaced / rd.arm / f"{rd.path.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        n = 1
+        while dest.exists():
+            n += 1
+            dest = dest.with_name(f"{dest.name.split('~')[0]}~{n}")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        rd.path.rename(dest)
+        return dest
 
     def add_submission(self, **fields: Any) -> None:
         """Append one submission record (launcher, job ids, runs, time) to the manifest."""

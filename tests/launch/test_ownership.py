@@ -20,6 +20,7 @@ import pytest
 
 from ccpo_lab.cli.main import main
 from ccpo_lab.launch.cancel import cancel_runs
+from ccpo_lab.launch.display import follow_lines
 from ccpo_lab.launch.status import collect_status
 from ccpo_lab.runs.layout import RunDir
 from ccpo_lab.runs.metrics import read_metrics
@@ -202,9 +203,13 @@ def test_a_run_whose_job_wrapper_dies_goes_on_and_shows_running(
     _wait(lambda: not _alive(controller), 10, "the controller to die")
     (row,) = collect_status(sweep_dir)
     assert row.state == "running" and row.live and not row.note
+    (follow,) = follow_lines([row])
+    assert f"grpo seed 0 (job {controller}, pid " in follow and "tail -f " in follow
     row = _wait(lambda: (r := collect_status(sweep_dir)[0]).terminal and r, 120,
                 "the run to finish")
     assert row.state == "completed" and _steps(rd) == list(range(11))
+    # the run's log has a line per step to follow
+    assert "grpo seed 0: step 10/10, " in Path(str(row.log)).read_text()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP], ids=["ctrl-c", "hangup"])
