@@ -160,7 +160,9 @@ def cancel_runs(sweep_dir: Path, *, arm: str | None = None, seed: int | None = N
         how.update((r.path, text) for r, text in done)
         problems += trouble
     stopped, trouble = stop_executors(chosen, grace_s)
-    how.update(stopped)
+    for path, text in stopped.items():
+        first = how.get(path, "marked cancelled")
+        how[path] = text if first in ("marked cancelled", "dequeued") else f"{first}; {text}"
     problems += trouble
     out = []
     when = now_iso()

@@ -24,8 +24,8 @@ class PlannedRun:
     """Where it lives (None when refused)."""
     status: str
     """``new``, ``exists`` (same identity on disk: resume or skip), ``replace`` (the
-    directory holds another run that never trained: set aside, this run takes its place)
-    or ``conflict``."""
+    directory holds another run that failed before its first step: set aside, this run
+    takes its place) or ``conflict``."""
     conflict: str | None = None
     """The refusal message with its diff, when ``status`` is ``conflict`` or
     ``replace``."""
@@ -36,15 +36,14 @@ class PlannedRun:
 
 def never_trained(rd: RunDir) -> str | None:
     """Why the run in ``rd`` may be replaced by another configuration without
-    ``--new-run`` (it stopped before its first training step: no step, no checkpoint, no
+    ``--new-run`` (it failed before its first training step: no step, no checkpoint, no
     process executing it), or None when it may not."""
     from ccpo_lab.runs.metrics import MetricsFormatError, read_metrics
     from ccpo_lab.runs.owner import current_owner
 
     st = rd.read_state()
-    state = st.get("state", "pending")
-    if state not in ("pending", "failed", "cancelled", "interrupted") or int(
-            st.get("step") or 0) > 0 or current_owner(rd) is not None:
+    if st.get("state") != "failed" or int(st.get("step") or 0) > 0 or \
+            current_owner(rd) is not None:
         return None
     try:
         if any(int(r["step"]) > 0 for r in read_metrics(rd.metrics)):
@@ -53,10 +52,8 @@ def never_trained(rd: RunDir) -> str | None:
         return None
     if rd.checkpoints.is_dir() and any(rd.checkpoints.iterdir()):
         return None
-    if state == "failed":
-        error = str(st.get("error") or "").splitlines()[0:1]
-        return "failed before its first step" + (f": {error[0]}" if error else "")
-    return f"{state}, never trained"
+    error = str(st.get("error") or "").splitlines()[0:1]
+    return "failed before its first step" + (f": {error[0]}" if error else "")
 
 
 def sweep_needs(sweep: Sweep) -> Needs:

@@ -37,7 +37,8 @@ MAX_METRICS = 900
 MAX_PARAMS = 100
 PARAM_LEN, KEY_LEN = 6000, 250
 _STATUS = {"pending": "SCHEDULED", "running": "RUNNING", "requeued": "RUNNING",
-           "completed": "FINISHED", "failed": "FAILED", "cancelled": "KILLED"}
+           "completed": "FINISHED", "failed": "FAILED", "cancelled": "KILLED",
+           "interrupted": "KILLED"}
 _TERMINAL = {"FINISHED", "FAILED", "KILLED"}
 
 
