@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 if TYPE_CHECKING:
     from ccpo_lab.config.sweep import Sweep
+    from ccpo_lab.launch.plan import PlannedRun
+    from ccpo_lab.launch.submit import Decision
 
 RESULTS_HELP = "Results root; the sweep's directory is <results>/<sweep name>/."
 
@@ -56,6 +58,28 @@ def sweep(
         raise typer.Exit(code)
 
 
+def _plan_table(plan: list[PlannedRun], decisions: dict[int, Decision]) -> Any:
+    """The plan's table: arm (whole), seed, run id, what happens to the run."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.add_column("arm", overflow="fold")
+    table.add_column("seed", justify="right", no_wrap=True)
+    table.add_column("run id", no_wrap=True)
+    table.add_column("plan", overflow="fold")
+    for p in plan:
+        d = decisions.get(id(p))
+        if d is None:
+            what = "refused: the directory holds another run (see below)"
+        elif d.action == "new":
+            what = "new" if p.status == "new" else f"replace: the run there {p.replaces}"
+        else:
+            what = f"{d.action}: {d.reason}"
+        table.add_row(p.run.arm, str(p.run.seed), p.run.short_id, what)
+    return table
+
+
 def _unseen_warnings(sw: Sweep, results: Path, dry_run: bool) -> list[str]:
     """The sweep's lint warnings: every one on a dry run, else those its results
     directory has not recorded yet (a relaunch does not repeat them)."""
@@ -74,9 +98,7 @@ def print_plan(sw: Sweep, results: Path, *, new_run: bool, retry_failed: bool = 
     resume, replace, refused), what would be submitted (a Slurm array's batch script),
     each run's directory and the command of the first run (of every run with
     ``commands``)."""
-    from rich import box
     from rich.console import Console
-    from rich.table import Table
 
     from ccpo_lab.backends import describe
     from ccpo_lab.errors import UserError
@@ -96,21 +118,7 @@ def print_plan(sw: Sweep, results: Path, *, new_run: bool, retry_failed: bool = 
     say(f"sweep {sw.name}: {len(sw.arms)} arms x {len(sw.config.seeds)} seeds = {len(plan)} "
         f"runs -> {sw.sweep_dir(results)} (dry run, nothing written)")
     say(f"backend {sw.config.backend.kind}; launcher {launcher.kind}: {launcher.resources()}")
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    table.add_column("arm", overflow="fold")
-    table.add_column("seed", justify="right", no_wrap=True)
-    table.add_column("run id", no_wrap=True)
-    table.add_column("plan", overflow="fold")
-    for p in plan:
-        d = decisions.get(id(p))
-        if d is None:
-            what = "refused: the directory holds another run (see below)"
-        elif d.action == "new":
-            what = "new" if p.status == "new" else f"replace: the run there {p.replaces}"
-        else:
-            what = f"{d.action}: {d.reason}"
-        table.add_row(p.run.arm, str(p.run.seed), p.run.short_id, what)
-    console.print(table)
+    console.print(_plan_table(plan, decisions))
     if decisions:
         say(summary(list(decisions.values())))
     submitted = [d.planned for d in decisions.values() if d.submit]

@@ -97,7 +97,6 @@ def launch_sweep(sw: Sweep, results: str | Path, *, new_run: bool = False, wait:
     every run is completed, else 1.
     """
     from ccpo_lab.launch.display import StatusMonitor, make_console
-    from ccpo_lab.launch.manifest import write_manifest
 
     console = console or make_console()
     sweep_dir = sw.sweep_dir(results)
@@ -111,16 +110,7 @@ def launch_sweep(sw: Sweep, results: str | Path, *, new_run: bool = False, wait:
     launcher = launcher_for(sw, results)
     launcher.prepare()
     decisions = decide(plan, sweep_dir, retry_failed=retry_failed)
-    settings = to_plain(sw.config.launcher)
-    for d in decisions:
-        if d.planned.status == "replace" and d.planned.run_dir is not None:
-            _set_aside(SweepDir(sweep_dir), d, console)
-    parallel(lambda p: init_run_dir(p.run_dir, p.run, settings),
-             [d.planned for d in decisions if d.action == "new"])
-    write_manifest(sw, sweep_dir, [(p.run, p.run_dir) for p in plan if p.run_dir is not None])
-    targets: list[RunDir] = [d.planned.run_dir for d in decisions
-                             if d.submit and d.planned.run_dir is not None]
-    targets = _claim(targets, decisions, console)
+    targets = _write(sw, sweep_dir, plan, decisions, console)
     console.print(f"sweep [bold]{sw.name}[/bold] -> {sweep_dir}: {len(plan)} runs "
                   f"({summary(decisions)}); launcher {launcher.kind}: {launcher.resources()}",
                   highlight=False, soft_wrap=True)
@@ -149,6 +139,24 @@ def launch_sweep(sw: Sweep, results: str | Path, *, new_run: bool = False, wait:
     except Stopped as e:
         return _stopped(console, sweep_dir, sub.detached, e.signum)
     return _finish(sweep_dir, plan, console, title)
+
+
+def _write(sw: Sweep, sweep_dir: Path, plan: list[PlannedRun], decisions: list[Decision],
+           console: Any) -> list[RunDir]:
+    """Write what the decisions need (runs replaced set aside, new run directories, the
+    manifest, resubmitted runs marked pending); return the runs to submit."""
+    from ccpo_lab.launch.manifest import write_manifest
+
+    settings = to_plain(sw.config.launcher)
+    for d in decisions:
+        if d.planned.status == "replace" and d.planned.run_dir is not None:
+            _set_aside(SweepDir(sweep_dir), d, console)
+    parallel(lambda p: init_run_dir(p.run_dir, p.run, settings),
+             [d.planned for d in decisions if d.action == "new"])
+    write_manifest(sw, sweep_dir, [(p.run, p.run_dir) for p in plan if p.run_dir is not None])
+    targets: list[RunDir] = [d.planned.run_dir for d in decisions
+                             if d.submit and d.planned.run_dir is not None]
+    return _claim(targets, decisions, console)
 
 
 def _set_aside(sd: SweepDir, d: Decision, console: Any) -> None:
