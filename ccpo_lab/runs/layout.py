@@ -347,10 +347,13 @@ def resolve_run_dir(sweep_dir: Path, run: RunConfig, *, new_run: bool = False) -
     dirs = candidate_dirs(sweep_dir, run.arm, run.seed)
     if not dirs:
         return RunDir(sweep_dir / run.arm / run_dir_name(run.seed))
+    held = RunDir(dirs[0])
+    if not held.exists() and (not held.config_yaml.exists()
+                              or _config_run_id(held) == run.run_id):
+        return held  # no run there yet, or this very run being created by another launch
     if new_run:
         n = max(RunDir(p).suffix for p in dirs) + 1
         return RunDir(sweep_dir / run.arm / run_dir_name(run.seed, n))
-    held = RunDir(dirs[0])
     old_identity = _identity_on_disk(held)
     rows = diff(old_identity, run.identity)
     raise RunConflictError(
