@@ -102,16 +102,19 @@ def status_table(rows: list[RunStatus], title: str, bars: bool = False) -> Any:
 
 
 def follow_lines(rows: list[RunStatus]) -> list[str]:
-    """For each running run: its job, its process and the command to follow its log."""
+    """For each running run: its job, its process and, on a line of its own (to copy),
+    the command to follow its log."""
     out = []
     for r in rows:
         if r.state != "running":
             continue
         who = ", ".join(x for x in (f"job {r.job_id}" if r.job_id else "",
                                     r.owner.describe() if r.owner else "") if x)
-        log = f"tail -f {_rel(r.log)}" if r.log else "no log file (it runs in the launching " \
-                                                       "process)"
-        out.append(f"{r.arm} seed {r.seed}{f' ({who})' if who else ''}: {log}")
+        head = f"{r.arm} seed {r.seed}{f' ({who})' if who else ''}"
+        if r.log:
+            out += [f"{head}, its log:", f"  tail -f {_rel(r.log)}"]
+        else:
+            out.append(f"{head}: no log file (it runs in the launching process)")
     return out
 
 

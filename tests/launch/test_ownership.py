@@ -203,8 +203,8 @@ def test_a_run_whose_job_wrapper_dies_goes_on_and_shows_running(
     _wait(lambda: not _alive(controller), 10, "the controller to die")
     (row,) = collect_status(sweep_dir)
     assert row.state == "running" and row.live and not row.note
-    (follow,) = follow_lines([row])
-    assert f"grpo seed 0 (job {controller}, pid " in follow and "tail -f " in follow
+    head, follow = follow_lines([row])
+    assert f"grpo seed 0 (job {controller}, pid " in head and follow.startswith("  tail -f ")
     row = _wait(lambda: (r := collect_status(sweep_dir)[0]).terminal and r, 120,
                 "the run to finish")
     assert row.state == "completed" and _steps(rd) == list(range(11))

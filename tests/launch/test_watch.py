@@ -68,7 +68,7 @@ def test_the_status_table_fits_80_columns_without_cropping() -> None:
                   "7/150", "interrupted*", "executor pid 9 killed by SIGKILL"):
         assert value in text, value
     # the log to follow, with the job and the process
-    assert "ccpo-return-hard-fbjw seed 2 (job 1234567_14): tail -f " in text
+    assert "ccpo-return-hard-fbjw seed 2 (job 1234567_14), its log:\n  tail -f " in text
     assert "1234567_14_0_log.out" in text
     assert "runs: 1 running, 1 pending, 1 interrupted; the running ones end in 1:06:40" in text
 
