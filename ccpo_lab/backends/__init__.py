@@ -7,7 +7,9 @@ exposing:
 - ``needs(run) -> Needs``: what one run needs (nodes, GPUs per node, CPUs), from the
   backend's own settings (the placement contract, :mod:`ccpo_lab.placement`);
 - ``train(run, run_dir, placement) -> dict``: train the run to completion where its
-  launcher placed it (task 0), resuming from its checkpoint; returns a summary;
+  launcher placed it (task 0), resuming from its checkpoint; returns a summary; it may
+  take ``progress=`` (called ``(step, total, last_val)`` per step: the executor prints the
+  run's log line from it);
 - ``describe(run, run_dir, placement) -> str``: what ``train`` would execute (dry run);
 - optionally ``check_sweep(runs, run_dirs)`` (checks over a whole sweep, before anything
   is written) and ``worker(run, run_dir, placement)`` (tasks > 0 of a multi-node run).

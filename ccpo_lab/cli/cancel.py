@@ -16,20 +16,26 @@ def cancel(
     sweep_dir: Path = typer.Argument(..., help="The sweep's results directory."),
     arm: str = typer.Option(None, "--arm", help="Only this arm's runs."),
     seed: int = typer.Option(None, "--seed", help="Only this seed's runs."),
+    grace: float = typer.Option(10.0, "--grace", min=0.0, help="Seconds a run has to stop "
+                                "after SIGINT before it is killed (SIGKILL)."),
 ) -> None:
-    """Cancel queued and running runs (Slurm jobs, local processes); a relaunch resumes them."""
+    """Cancel queued and running runs (Slurm jobs, local processes); a relaunch resumes them.
+
+    A run executing on this host is sent SIGINT, then SIGKILL after --grace seconds, and
+    cancel returns once it stopped; exit 1 when a run could not be stopped.
+    """
     from ccpo_lab.errors import UserError
     from ccpo_lab.launch.cancel import cancel_runs
 
     if not sweep_dir.is_dir():
         raise UserError("not a directory", file=sweep_dir,
                         valid="a sweep's results directory, e.g. results/<sweep name>")
-    done, problems = cancel_runs(sweep_dir, arm=arm, seed=seed)
-    if not done:
+    done, problems = cancel_runs(sweep_dir, arm=arm, seed=seed, grace_s=grace)
+    if not done and not problems:
         typer.echo("nothing to cancel (the selected runs are finished)")
     for c in done:
         typer.echo(f"cancelled {c.status.arm} seed {c.status.seed} ({c.status.state}): {c.how}")
     for p in problems:
-        typer.echo(f"warning: {p}", err=True)
+        typer.echo(f"error: {p}", err=True)
     if problems:
         raise typer.Exit(1)

@@ -34,7 +34,9 @@ def make(
     from rich.table import Table
 
     from ccpo_lab.backends.local.games import GameGenConfig, make_games
+    from ccpo_lab.cli.paths import output_dir
 
+    output_dir(out_dir, "OUT_DIR")
     config = GameGenConfig(n_receptacles=receptacles, n_distractors=distractors,
                            closed_fraction=closed_fraction, max_plan_len=max_plan_len)
     game_set, summary = make_games(out_dir, train, eval_, seed, config)

@@ -106,6 +106,12 @@ def main(argv: list[str] | None = None) -> int:
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("aborted", err=True)
         return 130
+    except (NotADirectoryError, IsADirectoryError, FileExistsError, PermissionError) as e:
+        if debug():
+            raise
+        # a path the user gave (or a parent of it) that cannot be used as asked
+        typer.echo(f"error: {e.filename}: {e.strerror}", err=True)
+        return 2
     except Exception as e:  # noqa: BLE001 - the one boundary
         if debug():
             raise

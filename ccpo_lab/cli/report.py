@@ -53,6 +53,10 @@ def report(
 
     if fmt is not None and fmt not in FORMATS:
         raise UserError("unknown report format", key="--format", value=fmt, valid=FORMATS)
+    if out is not None:
+        from ccpo_lab.cli.paths import output_dir
+
+        output_dir(out, "--out")
     options = {"metric": metric, "window_start": window_start, "reference": reference,
                "confidence": confidence, "bootstrap_reps": bootstrap_reps, "alpha": alpha,
                "power": power}

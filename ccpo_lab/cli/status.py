@@ -33,6 +33,7 @@ def status(
     from ccpo_lab.launch.display import watch as watch_loop
     from ccpo_lab.launch.status import collect_status
     from ccpo_lab.runs.layout import SweepDir
+    from ccpo_lab.runs.owner import owner_record
 
     if not sweep_dir.is_dir():
         raise UserError("not a directory", file=sweep_dir,
@@ -45,7 +46,8 @@ def status(
     title = f"sweep {sweep_dir.name} ({sweep_dir})"
     if as_json:
         rows = collect_status(sweep_dir, runs)
-        typer.echo(json.dumps([{**r.__dict__, "path": str(r.path), "terminal": r.terminal}
+        typer.echo(json.dumps([{**r.__dict__, "path": str(r.path), "terminal": r.terminal,
+                                "owner": owner_record(r.owner), "log": r.log}
                                for r in rows], indent=2, default=str))
         return
     if watch:

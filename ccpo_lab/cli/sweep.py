@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 if TYPE_CHECKING:
     from ccpo_lab.config.sweep import Sweep
+    from ccpo_lab.launch.plan import PlannedRun
+    from ccpo_lab.launch.submit import Decision
 
 RESULTS_HELP = "Results root; the sweep's directory is <results>/<sweep name>/."
 
@@ -29,6 +31,8 @@ def sweep(
     wait: bool = typer.Option(False, "--wait", help="Wait for every run to finish; exit 1 "
                               "unless all completed."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Resubmit failed runs."),
+    commands: bool = typer.Option(False, "--commands", help="With --dry-run: print every "
+                                  "run's command (default: the first run's)."),
 ) -> None:
     """Launch every (arm, seed) run of a sweep, or print the plan with --dry-run.
 
@@ -40,10 +44,12 @@ def sweep(
     look's decision when its runs are complete and launches the seeds it adds; run it
     again later (or with --wait, to the end of the design).
     """
+    from ccpo_lab.cli.paths import output_dir
     from ccpo_lab.config.sweep import load_sweep
 
+    output_dir(results, "--results")
     sw = load_sweep(sweep_file, overrides or [])
-    for w in sw.warnings:
+    for w in _unseen_warnings(sw, results, dry_run):
         typer.secho(f"warning: {w}", fg="yellow", err=True)
     adaptive = sw.design is not None
     if dry_run:
@@ -53,7 +59,8 @@ def sweep(
 
             sw, only, line = adaptive_dry_run(sw, results)
             typer.echo(line)
-        print_plan(sw, results, new_run=new_run, only=only)
+        print_plan(sw, results, new_run=new_run, retry_failed=retry_failed,
+                   commands=commands, only=only)
         return
     if adaptive:
         from ccpo_lab.launch.adaptive import launch_adaptive
@@ -68,36 +75,82 @@ def sweep(
         raise typer.Exit(code)
 
 
-def print_plan(sw: Sweep, results: Path, *, new_run: bool,
-               only: set[tuple[str, int]] | None = None) -> None:
-    """Print the plan table and, per run, the command that would execute it where its
-    launcher will place it (``only``: just these ``(arm, seed)`` runs)."""
-    from rich.console import Console
+def _plan_table(plan: list[PlannedRun], decisions: dict[int, Decision]) -> Any:
+    """The plan's table: arm (whole), seed, run id, what happens to the run."""
+    from rich import box
     from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.add_column("arm", overflow="fold")
+    table.add_column("seed", justify="right", no_wrap=True)
+    table.add_column("run id", no_wrap=True)
+    table.add_column("plan", overflow="fold")
+    for p in plan:
+        d = decisions.get(id(p))
+        if d is None:
+            what = "refused: the directory holds another run (see below)"
+        elif d.action == "new":
+            what = "new" if p.status == "new" else f"replace: the run there {p.replaces}"
+        else:
+            what = f"{d.action}: {d.reason}"
+        table.add_row(p.run.arm, str(p.run.seed), p.run.short_id, what)
+    return table
+
+
+def _unseen_warnings(sw: Sweep, results: Path, dry_run: bool) -> list[str]:
+    """The sweep's lint warnings: every one on a dry run, else those its results
+    directory has not recorded yet (a relaunch does not repeat them)."""
+    if dry_run:
+        return sw.warnings
+    from ccpo_lab.runs.layout import SweepDir
+
+    seen = SweepDir(sw.sweep_dir(results)).read_manifest().get("warnings") or []
+    return [w for w in sw.warnings if w not in seen]
+
+
+def print_plan(sw: Sweep, results: Path, *, new_run: bool, retry_failed: bool = False,
+               commands: bool = False, only: set[tuple[str, int]] | None = None) -> None:
+    """Print what a launch would do, readable at 80 columns: the launcher and resources
+    once, a table of the runs (arm names whole) with what happens to each (new, skip,
+    resume, replace, refused), what would be submitted (a Slurm array's batch script),
+    each run's directory and the command of the first run (of every run with
+    ``commands``); ``only``: just these ``(arm, seed)`` runs."""
+    from rich.console import Console
 
     from ccpo_lab.backends import describe
     from ccpo_lab.errors import UserError
     from ccpo_lab.launch.plan import launcher_for, plan_sweep
+    from ccpo_lab.launch.submit import decide, summary
 
     plan = [p for p in plan_sweep(sw, results, new_run=new_run)
             if only is None or (p.run.arm, p.run.seed) in only]
     launcher = launcher_for(sw, results)
-    res, placement = launcher.resources(), launcher.placement()
-    console = Console()
-    table = Table(title=f"sweep {sw.name}: {len(sw.arms)} arms x {len(sw.config.seeds)} seeds "
-                  f"= {len(plan)} runs (dry run, nothing written)")
-    for col in ("run id", "arm", "seed", "backend", "launcher", "resources", "status"):
-        table.add_column(col)
-    for p in plan:
-        table.add_row(p.run.short_id, p.run.arm, str(p.run.seed), p.run.backend.kind,
-                      launcher.kind, res, p.status)
-    console.print(table)
-    for p in plan:
-        if p.run_dir is not None:
-            console.print(f"[bold]{p.run.arm} seed {p.run.seed}[/bold] -> {p.run_dir.path}",
-                          highlight=False)
-            console.print(f"  {describe(p.run, p.run_dir, placement)}", highlight=False,
-                          soft_wrap=True)
+    placement = launcher.placement()
     conflicts = [p for p in plan if p.status == "conflict"]
+    decisions = {id(d.planned): d for d in decide(
+        [p for p in plan if p.status != "conflict"], sw.sweep_dir(results),
+        retry_failed=retry_failed)}
+    console = Console()
+    say = lambda text: console.print(text, highlight=False, markup=False,  # noqa: E731
+                                     soft_wrap=True)
+    say(f"sweep {sw.name}: {len(sw.arms)} arms x {len(sw.config.seeds)} seeds = {len(plan)} "
+        f"runs -> {sw.sweep_dir(results)} (dry run, nothing written)")
+    say(f"backend {sw.config.backend.kind}; launcher {launcher.kind}: {launcher.resources()}")
+    console.print(_plan_table(plan, decisions))
+    if decisions:
+        say(summary(list(decisions.values())))
+    submitted = [d.planned for d in decisions.values() if d.submit]
+    for line in launcher.preview(len(submitted)) if submitted else []:
+        say(line)
+    shown = 0
+    for p in plan:
+        if p.run_dir is None:
+            continue
+        say(f"{p.run.arm} seed {p.run.seed} -> {p.run_dir.path}")
+        if commands or shown == 0:
+            say(f"  {describe(p.run, p.run_dir, placement)}")
+            shown += 1
+    if not commands and len(plan) > 1:
+        say("(the command of the first run; --commands prints every run's)")
     if conflicts:
         raise UserError(f"{len(conflicts)} run(s) would be refused; first: {conflicts[0].conflict}")

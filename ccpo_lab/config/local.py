@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 
 @dataclass(frozen=True)
 class LocalBackendConfig:
     """The CPU backend: generated ALFWorld games on the real engine and a small policy."""
+
+    ignored_protocol: ClassVar[Mapping[str, str]] = {
+        "max_response_length": "the policy picks one of the admissible actions; it "
+                               "generates no response",
+    }
+    """Protocol keys this backend does not read, and why: a sweep that sets one (to other
+    than its default) is refused, since it would change the run id and nothing else."""
 
     n_train_games: int = 24
     """Generated training games."""
@@ -59,17 +67,19 @@ class LocalBackendConfig:
             key = f"backend.local.{name}"
             return UserError(why, file=where(key), key=key, value=getattr(self, name))
 
-        lows = {"n_train_games": 1, "n_eval_games": 0, "games_seed": 0, "max_plan_len": 1,
-                "vocab_size": 16, "embed_dim": 1, "hidden_dim": 1, "warmstart_demos": 0,
-                "warmstart_epochs": 0, "num_threads": 1}
-        for name, low in lows.items():
+        ranges = {"n_train_games": (1, 100_000), "n_eval_games": (0, 100_000),
+                  "games_seed": (0, 2**31 - 1), "max_plan_len": (1, 1_000),
+                  "vocab_size": (16, 1_048_576), "embed_dim": (1, 4_096),
+                  "hidden_dim": (1, 8_192), "warmstart_demos": (0, 1_000_000),
+                  "warmstart_epochs": (0, 10_000), "num_threads": (1, 1_024)}
+        for name, (low, high) in ranges.items():
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise bad(name, f"must be an integer >= {low}")
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise bad(name, f"must be an integer in {low}..{high}")
         for name, low, high in (("n_receptacles", 3, 12), ("n_distractors", 0, 10)):
             if not low <= getattr(self, name) <= high:
                 raise bad(name, f"must be in {low}..{high} (the game generator's range)")
         if not 0.0 <= self.closed_fraction <= 1.0:
             raise bad("closed_fraction", "must be in [0, 1]")
-        if not self.warmstart_lr > 0:
-            raise bad("warmstart_lr", "must be > 0")
+        if not 0 < self.warmstart_lr <= 10.0:
+            raise bad("warmstart_lr", "must be in (0, 10]")

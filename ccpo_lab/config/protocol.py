@@ -9,6 +9,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+LIMITS: dict[str, tuple[float, float, bool]] = {
+    "total_steps": (1, 100_000, False),
+    "train_batch_size": (1, 65_536, False),
+    "group_size": (1, 1_024, False),
+    "val_batch_size": (1, 1_000_000, False),
+    "test_freq": (1, 100_000, False),
+    "save_freq": (1, 100_000, False),
+    "max_steps": (1, 10_000, False),
+    "history_length": (0, 1_000, False),
+    "max_prompt_length": (1, 1_048_576, False),
+    "max_response_length": (1, 1_048_576, False),
+    "ppo_mini_batch_size": (1, 1_048_576, False),
+    "ppo_epochs": (1, 1_000, False),
+    "lr": (0, 1.0, True),
+    "clip_ratio": (0, 10.0, False),
+    "kl_loss_coef": (0, 1_000.0, False),
+    "entropy_coeff": (0, 1_000.0, False),
+    "invalid_action_penalty": (0, 1_000_000.0, False),
+    "train_temperature": (0, 100.0, True),
+    "val_temperature": (0, 100.0, True),
+    "env_seed": (0, 2**31 - 1, False),
+}
+"""``field: (low, high, low_open)``: the range of every numeric field, checked when a sweep
+is loaded (``high`` inclusive). Far beyond any study (the reference runs 150 steps), but
+finite: a run dies at start, not hours later, and never from an absurd size
+(``total_steps=1e9`` would allocate its evaluation schedule)."""
+
 
 @dataclass(frozen=True)
 class ProtocolConfig:

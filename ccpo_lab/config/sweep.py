@@ -15,7 +15,7 @@ apply when the file names the same kind, otherwise X starts from its defaults.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +24,7 @@ from ccpo_lab.config.adaptive import adaptive_design
 from ccpo_lab.config.arms import default_arms_dir, load_arm
 from ccpo_lab.config.identity import to_plain
 from ccpo_lab.config.launcher import LauncherSettings, Where
-from ccpo_lab.config.protocol import ProtocolConfig
+from ccpo_lab.config.protocol import LIMITS, ProtocolConfig
 from ccpo_lab.config.schema import (
     ArmConfig,
     BackendConfig,
@@ -83,8 +83,12 @@ class Sweep:
 
     @property
     def warnings(self) -> list[str]:
-        """Lint warnings of every arm, prefixed with the arm name."""
-        return [f"{a.name}: {w}" for a in self.arms for w in a.warnings]
+        """Lint warnings of the arms, each once, prefixed with the arms it concerns."""
+        arms: dict[str, list[str]] = {}
+        for a in self.arms:
+            for w in a.warnings:
+                arms.setdefault(w, []).append(a.name)
+        return [f"{', '.join(names)}: {w}" for w, names in arms.items()]
 
     def sweep_dir(self, results: str | Path) -> Path:
         """``<results>/<sweep name>``."""
@@ -138,6 +142,26 @@ def _is_mapping_field(path: Sequence[str], launcher: type[LauncherSettings]) -> 
     import typing
 
     return bool(path) and typing.get_origin(_field_type(path, launcher)) is dict
+
+
+def _in_mapping_field(path: Sequence[str], launcher: type[LauncherSettings]) -> bool:
+    """Whether ``path`` is, or lies inside, a schema field holding a free-form mapping
+    (``launcher.sbatch_extra``, ``backend.verl.env``): any key may be set there."""
+    import typing
+
+    cls: Any = SweepConfig
+    for i, part in enumerate(path):
+        if i == 1 and path[0] == "launcher":
+            cls = launcher
+        if not dataclasses.is_dataclass(cls) or part not in field_names(cls):
+            return False
+        tp = typing.get_type_hints(cls)[part]
+        if path[:1] == ["launcher"] and i == 0:
+            continue
+        if typing.get_origin(tp) in (dict, Mapping) or tp is Any:
+            return True
+        cls = tp
+    return False
 
 
 def _parse(overrides: Sequence[str]) -> list[tuple[str, Any, str]]:
@@ -196,6 +220,10 @@ def _rewrite_overrides(overrides: Sequence[str], file_kind: str
             out.append(f"backend.kind={value}")
             keys.add("backend.kind")
             continue
+        if _in_mapping_field(parts, settings_cls):  # a free-form mapping: add or merge
+            out.append("++" + text.lstrip("+"))
+            keys.add(key)
+            continue
         parent = _schema_keys(parts[:-1], settings_cls)
         if parent is None and len(parts) > 1 and _is_mapping_field(parts[:-1], settings_cls):
             out.append("++" + text)          # an entry of a mapping: add or replace
@@ -215,8 +243,20 @@ def _rewrite_overrides(overrides: Sequence[str], file_kind: str
     return out, keys, kind
 
 
-def _compose(full: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply ``overrides`` to ``full`` with Hydra's compose API; return a plain dict."""
+def _interpolated(value: Any) -> bool:
+    """Whether ``value`` holds an OmegaConf interpolation (``${oc.env:SCRATCH}``)."""
+    if isinstance(value, str):
+        return "${" in value
+    if isinstance(value, dict):
+        return any(_interpolated(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_interpolated(v) for v in value)
+    return False
+
+
+def _compose(full: dict[str, Any], overrides: list[str], file: str) -> dict[str, Any]:
+    """Apply ``overrides`` to ``full`` with Hydra's compose API and resolve interpolations
+    (with or without overrides, the same); return a plain dict."""
     from hydra import compose, initialize
     from hydra.core.config_store import ConfigStore
     from hydra.errors import HydraException
@@ -231,6 +271,8 @@ def _compose(full: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
         composed = OmegaConf.to_container(cfg, resolve=True)
     except (HydraException, OmegaConfBaseException) as e:
         msg = str(e).splitlines()[0]
+        if not overrides or "interpolation" in msg:
+            raise UserError(f"cannot resolve: {msg}", file=file) from None
         raise UserError(f"cannot apply overrides: {msg}", file=COMMAND_LINE,
                         value=" ".join(overrides)) from None
     assert isinstance(composed, dict)
@@ -256,7 +298,7 @@ def load_sweep(path: str | Path, overrides: Sequence[str] = (), *,
     full = to_plain(base)
     full["launcher"] = to_plain(file_launcher if kind == file_launcher.kind
                                 else launcher_class(kind).settings_class())
-    composed = _compose(full, rewritten) if rewritten else full
+    composed = _compose(full, rewritten, file) if rewritten or _interpolated(full) else full
     launcher = build_settings(composed.pop("launcher"), where=where)
     cfg = dataclasses.replace(build(SweepConfig, composed, where=where), launcher=launcher)
     _check_sweep(cfg, where)
@@ -266,6 +308,7 @@ def load_sweep(path: str | Path, overrides: Sequence[str] = (), *,
         if arm.training:
             _check_protocol(dataclasses.replace(cfg.protocol, **arm.training),
                             lambda _k, src=arm.source: src)
+    _check_used_protocol(cfg, arms, where)
     if cfg.analysis.reference is not None and cfg.analysis.reference not in cfg.arms:
         raise UserError("reference arm is not in the sweep", file=where("analysis.reference"),
                         key="analysis.reference", value=cfg.analysis.reference, valid=cfg.arms)
@@ -321,18 +364,29 @@ def _check_sweep(cfg: SweepConfig, where: Any) -> None:
                 file=where("analysis.window_start"))
 
 
+def _check_used_protocol(cfg: SweepConfig, arms: Sequence[ArmConfig], where: Any) -> None:
+    """Refuse a protocol key the active backend does not read, set to other than its
+    default (by the sweep or an arm's ``training``): it would change the run id only."""
+    ignored = getattr(type(cfg.backend.settings), "ignored_protocol", {})
+    default = ProtocolConfig()
+    sources = [(cfg.protocol, where)] + [
+        (dataclasses.replace(cfg.protocol, **a.training), lambda _k, src=a.source: src)
+        for a in arms if a.training]
+    for protocol, origin in sources:
+        for key, why in ignored.items():
+            if getattr(protocol, key) != getattr(default, key):
+                used = [k for k in field_names(ProtocolConfig) if k not in ignored]
+                raise UserError(f"not used by the {cfg.backend.kind} backend ({why}); leave "
+                                "it out: it would change the run id and nothing else",
+                                file=origin(f"protocol.{key}"), key=f"protocol.{key}",
+                                value=getattr(protocol, key), valid=used)
+
+
 def _check_protocol(p: ProtocolConfig, where: Any) -> None:
-    positive = ("total_steps", "train_batch_size", "group_size", "val_batch_size", "test_freq",
-                "save_freq", "max_steps", "max_prompt_length", "max_response_length",
-                "ppo_mini_batch_size", "ppo_epochs")
-    for key in positive:
-        check_range(getattr(p, key), low=1, key=f"protocol.{key}", file=where(f"protocol.{key}"))
-    for key in ("lr", "train_temperature", "val_temperature"):
-        check_range(getattr(p, key), low=0, low_open=True, key=f"protocol.{key}",
-                    file=where(f"protocol.{key}"))
-    for key in ("history_length", "kl_loss_coef", "entropy_coeff", "invalid_action_penalty",
-                "clip_ratio", "env_seed"):
-        check_range(getattr(p, key), low=0, key=f"protocol.{key}", file=where(f"protocol.{key}"))
+    """Every numeric field in its range (:data:`~ccpo_lab.config.protocol.LIMITS`)."""
+    for key, (low, high, low_open) in LIMITS.items():
+        check_range(getattr(p, key), low=low, high=high, low_open=low_open,
+                    key=f"protocol.{key}", file=where(f"protocol.{key}"))
     if p.kl_loss_type not in ("low_var_kl", "kl", "abs", "mse"):
         raise UserError("unknown KL estimator", file=where("protocol.kl_loss_type"),
                         key="protocol.kl_loss_type", value=p.kl_loss_type,

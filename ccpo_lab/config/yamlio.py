@@ -1,7 +1,13 @@
-"""Reading user YAML files with one-line errors; writing YAML and JSON atomically."""
+"""Reading user YAML files with one-line errors; writing YAML and JSON atomically.
+
+User files are read as a person means them: a key given twice in one mapping is an error
+naming both lines (PyYAML would keep the last one silently), and ``1e-6`` is a number as
+in YAML 1.2 (YAML 1.1, PyYAML's default, wants ``1.0e-6`` and reads ``1e-6`` as a string).
+"""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -11,13 +17,14 @@ from typing import Any
 
 from ccpo_lab.errors import UserError
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
-"""Arm, sweep and directory-forming names: no ``/``, no leading dot, no shell metacharacters."""
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+"""Arm, sweep and directory-forming names: no ``/``, no leading dot, no shell metacharacters
+(matched whole: ``fullmatch``, so no trailing newline slips through as ``$`` would let it)."""
 
 
 def check_name(value: Any, *, file: str | None, key: str) -> str:
     """Validate a name that becomes a path component; return it."""
-    if not isinstance(value, str) or not NAME_RE.match(value) or ".." in value:
+    if not isinstance(value, str) or not NAME_RE.fullmatch(value) or ".." in value:
         raise UserError("invalid name", file=file, key=key, value=value,
                         valid="letters, digits, '_', '-', '.' (not first, no '..'), "
                               "at most 100 characters")
@@ -46,7 +53,9 @@ def read_yaml_mapping(path: str | Path, what: str) -> dict[str, Any]:
     except OSError as e:
         raise UserError(f"cannot read {what}: {e.strerror}", file=p) from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_user_loader())  # noqa: S506 - a SafeLoader subclass
+    except DuplicateKeyError as e:
+        raise UserError(str(e), file=p) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -61,6 +70,48 @@ def read_yaml_mapping(path: str | Path, what: str) -> dict[str, Any]:
         if not isinstance(k, str):
             raise UserError("keys must be strings", file=p, key=str(k), value=k)
     return data
+
+
+class DuplicateKeyError(ValueError):
+    """A key given twice in one mapping of a user file."""
+
+
+_FLOAT_12 = re.compile(r"""^[-+]?(?:[0-9][0-9_]*\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+                           |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+                           |[0-9][0-9_]*[eE][-+]?[0-9]+
+                           |\.(?:inf|Inf|INF)
+                           |\.(?:nan|NaN|NAN))$""", re.X)
+"""YAML 1.1's float pattern (PyYAML's) plus YAML 1.2's exponent without a dot (``1e-6``)."""
+
+
+@functools.cache
+def _user_loader() -> Any:
+    """A ``yaml.SafeLoader`` subclass: duplicate keys refused, ``1e-6`` read as a float."""
+    import yaml
+
+    class UserLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    first = seen.get(key)
+                except TypeError:  # an unhashable key: the base class says so
+                    break
+                if first is not None:
+                    raise DuplicateKeyError(f"duplicate key {key!r} at line {line} (first "
+                                            f"at line {first}); each key may appear once")
+                seen[key] = line
+            return super().construct_mapping(node, deep=deep)
+
+    # copy the resolvers before changing them: SafeLoader's are shared class state
+    UserLoader.yaml_implicit_resolvers = {
+        ch: [(tag, rx) for tag, rx in rules if tag != "tag:yaml.org,2002:float"]
+        for ch, rules in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    UserLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12,
+                                     list("-+0123456789."))
+    return UserLoader
 
 
 def read_json_object(path: str | Path) -> dict[str, Any]:

@@ -19,6 +19,7 @@ ccpo-lab asks which kind it holds.
 from __future__ import annotations
 
 import shlex
+import socket
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -36,8 +37,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-TERMINAL = ("completed", "failed", "cancelled")
-"""Run states after which nothing more happens without a relaunch."""
+TERMINAL = ("completed", "failed", "cancelled", "interrupted")
+"""Run states after which nothing more happens without a relaunch (a relaunch resumes
+cancelled and interrupted runs, and failed ones on request)."""
 
 
 def parallel(fn: Callable[[Any], T], items: Sequence[Any], workers: int = 8) -> list[T]:
@@ -55,7 +57,7 @@ class Reconciled:
     """A run's state as shown, from its own record and its launcher's view."""
 
     state: str
-    """pending, running, completed, failed, cancelled or requeued."""
+    """pending, running, completed, failed, cancelled, interrupted or requeued."""
     note: str = ""
     """Why it differs from the run's own record, and similar hints."""
     live: bool = False
@@ -160,6 +162,11 @@ class Launcher(ABC):
         """How many runs may execute at once."""
         return 1
 
+    def preview(self, n_runs: int) -> list[str]:
+        """What submitting ``n_runs`` runs would submit, for ``sweep --dry-run`` (a batch
+        script, a pool); nothing is asked of the machine or cluster."""
+        return []
+
     def machine_checks(self) -> list[tuple[str, str, str]]:
         """``(name, ok|FIX|skip, detail)`` lines for ``ccpo-lab doctor``: is this machine
         ready to launch with these settings?"""
@@ -193,13 +200,13 @@ class Launcher(ABC):
         run's ``job.json``. With ``wait`` the caller then calls :meth:`wait`."""
 
     def wait(self, submission: Submission, monitor: Monitor) -> None:
-        """Return once every run is finished (or on Ctrl-C), showing ``monitor``."""
+        """Return once every run is finished, showing ``monitor``. Ctrl-C
+        (``KeyboardInterrupt``) propagates: for a detached submission the caller stops
+        watching and the runs go on."""
         monitor.start()
         try:
             while not monitor.refresh():
                 time.sleep(self.poll_s)
-        except KeyboardInterrupt:
-            pass
         finally:
             monitor.stop()
 
@@ -221,9 +228,16 @@ class Launcher(ABC):
     def reconcile(cls, file_state: str, job: Mapping[str, Any], sched: str | None,
                   state: Mapping[str, Any]) -> Reconciled:
         """The state to show, from the run's own ``state.json`` (``file_state``, ``state``),
-        its ``job.json`` record and the scheduler's state of its job (``sched``)."""
+        its ``job.json`` record and the scheduler's state of its job (``sched``).
+
+        Asked only when no live process holds the run's ownership lock
+        (:mod:`ccpo_lab.runs.owner`; a held lock is shown ``running`` without asking): a
+        run the file says is running has then lost its executor, unless the scheduler
+        knows better (a job starting, a file system without locks)."""
         if file_state in TERMINAL:
             return Reconciled(file_state)
+        if file_state in ("running", "requeued"):
+            return Reconciled("interrupted", gone(state))
         return Reconciled(file_state, "" if file_state == "pending" else "no launcher record")
 
     @classmethod
@@ -234,6 +248,18 @@ class Launcher(ABC):
 
     @classmethod
     def cancel(cls, rows: Sequence[RunStatus]) -> tuple[list[tuple[RunStatus, str]], list[str]]:
-        """Stop the unfinished ``rows`` of this launcher. Returns ``[(row, how)]`` and
-        problems; the caller then marks every row ``cancelled``."""
+        """Withdraw the unfinished ``rows`` of this launcher from its scheduler (dequeue,
+        ``scancel``). Returns ``[(row, how)]`` and problems. The caller then stops each
+        run's executor on this host (SIGINT, then SIGKILL after a grace period: see
+        :mod:`ccpo_lab.launch.cancel`) and marks the run ``cancelled``."""
         return [(r, "marked cancelled") for r in rows], []
+
+
+def gone(state: Mapping[str, Any]) -> str:
+    """Why a run recorded as running is not: its executor is gone (with the pid)."""
+    pid = state.get("pid")
+    host = state.get("host")
+    who = f"executor pid {pid}" if pid else "its executor"
+    if host and host != socket.gethostname():
+        who += f" on {host}"
+    return f"{who} gone without recording an outcome; a relaunch resumes it"

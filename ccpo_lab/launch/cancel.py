@@ -1,20 +1,33 @@
-"""Cancel the runs of a sweep (all, one arm, one seed), each through its own launcher.
+"""Cancel the runs of a sweep (all, one arm, one seed), and check that they stopped.
 
-Every unfinished run selected goes to the launcher its ``job.json`` names
+Every unfinished run selected goes first to the launcher its ``job.json`` names
 (:meth:`Launcher.cancel <ccpo_lab.launch.base.Launcher.cancel>`: one ``scancel`` for Slurm
-jobs, SIGINT for a running ``local`` controller or ``inline`` process, a queued run is
-dequeued), then is marked ``cancelled`` so no pool starts it. A relaunch resumes cancelled
-runs from their checkpoints.
+jobs; a queued ``local``/``inline`` run is dequeued). A run that a process on this host
+executes (it holds the run's ownership lock, :mod:`ccpo_lab.runs.owner`) is then sent
+SIGINT (it records ``cancelled`` and exits), SIGKILL if it still runs after
+``grace_s`` seconds, and the lock is watched until it is free: a run still held after that
+is reported as a problem, not as cancelled. Finally each stopped run is marked
+``cancelled`` under its lock, so no pool or launcher starts it. A relaunch resumes
+cancelled runs from their checkpoints.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ccpo_lab.errors import UserError
 from ccpo_lab.launch.status import RunStatus, collect_status, tracker
 from ccpo_lab.runs.layout import RunDir
+from ccpo_lab.runs.owner import Owner, current_owner, try_acquire
+
+GRACE_S = 10.0
+"""Seconds a run has to stop after SIGINT before it is killed (SIGKILL)."""
+KILL_WAIT_S = 5.0
+"""Seconds to wait for a killed run's lock to be freed."""
 
 
 @dataclass(frozen=True)
@@ -24,7 +37,8 @@ class Cancelled:
     status: RunStatus
     """The run's status before cancelling."""
     how: str
-    """What was done (``scancel 123_4``, ``SIGINT pid 77``, ``dequeued``)."""
+    """What was done (``scancel 123_4``, ``SIGINT pid 77, stopped in 1.2 s``,
+    ``dequeued``)."""
 
 
 def select(rows: list[RunStatus], arm: str | None, seed: int | None) -> list[RunStatus]:
@@ -38,9 +52,100 @@ def select(rows: list[RunStatus], arm: str | None, seed: int | None) -> list[Run
     return [r for r in rows if (arm is None or r.arm == arm) and (seed is None or r.seed == seed)]
 
 
-def cancel_runs(sweep_dir: Path, *, arm: str | None = None,
-                seed: int | None = None) -> tuple[list[Cancelled], list[str]]:
-    """Cancel the selected runs that are not finished. Returns (cancelled, problems)."""
+def _signal(owner: Owner, sig: int) -> str | None:
+    """Send ``sig`` to ``owner``; an error message, or None when sent."""
+    if owner.pid is None:
+        return "its process id is not known yet"
+    try:
+        os.kill(owner.pid, sig)
+    except ProcessLookupError:
+        return None  # gone meanwhile: what we wanted
+    except OSError as e:
+        return f"cannot signal {owner.describe()}: {e.strerror}"
+    return None
+
+
+def _wait_free(rds: list[RunDir], timeout: float) -> set[Path]:
+    """Wait until no process holds the runs (at most ``timeout`` s); the paths still held."""
+    left = {rd.path: rd for rd in rds}
+    deadline = time.monotonic() + timeout
+    while left:
+        for path in [p for p, rd in left.items() if current_owner(rd) is None]:
+            del left[path]
+        if not left or time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
+    return set(left)
+
+
+def stop_executors(rows: list[RunStatus], grace_s: float = GRACE_S
+                   ) -> tuple[dict[Path, str], list[str]]:
+    """Stop the processes on this host that execute ``rows`` (SIGINT, then SIGKILL after
+    ``grace_s``) and wait for their locks. Returns ``{path: how}`` and problems (runs that
+    could not be stopped from here, or are still held)."""
+    how: dict[Path, str] = {}
+    problems: list[str] = []
+    held: dict[Path, tuple[RunStatus, Owner]] = {}
+    for r in rows:
+        owner = current_owner(RunDir(r.path))
+        if owner is None:
+            continue
+        if not owner.here:
+            if not tracker(r.launcher).scheduled:
+                problems.append(f"{r.arm} seed {r.seed}: executed by {owner.describe()}; "
+                                "cancel it on that host")
+            continue
+        if r.path in how:
+            continue
+        RunDir(r.path).update_job(cancel_requested=True)
+        error = _signal(owner, signal.SIGINT)
+        if error:
+            problems.append(f"{r.arm} seed {r.seed}: {error}")
+            continue
+        held[r.path] = (r, owner)
+    started = time.monotonic()
+    still = _wait_free([RunDir(p) for p in held], grace_s)
+    for path, (_, owner) in held.items():
+        if path not in still:
+            how[path] = f"SIGINT {owner.describe()}, stopped in " \
+                        f"{time.monotonic() - started:.1f} s"
+    for path in still:
+        r, owner = held[path]
+        error = _signal(owner, signal.SIGKILL)
+        if error:
+            problems.append(f"{r.arm} seed {r.seed}: {error}")
+    stuck = _wait_free([RunDir(p) for p in still], KILL_WAIT_S) if still else set()
+    for path in still:
+        r, owner = held[path]
+        if path in stuck:
+            problems.append(f"{r.arm} seed {r.seed}: still executed by {owner.describe()} "
+                            f"after SIGINT and SIGKILL")
+        else:
+            how[path] = f"SIGKILL {owner.describe()} (SIGINT ignored for {grace_s:g} s)"
+    return how, problems
+
+
+def _mark_cancelled(rd: RunDir, when: str, locked_wait_s: float = 3.0) -> bool:
+    """Record ``cancelled`` under the run's lock (waiting a moment for an executor that
+    is recording its own outcome); False when a process still holds the run."""
+    deadline = time.monotonic() + locked_wait_s
+    while True:
+        lock = try_acquire(rd)
+        if lock is not None:
+            break
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+    with lock:
+        if rd.read_state().get("state") != "completed":
+            rd.write_state("cancelled", cancelled=when)
+    return True
+
+
+def cancel_runs(sweep_dir: Path, *, arm: str | None = None, seed: int | None = None,
+                grace_s: float = GRACE_S) -> tuple[list[Cancelled], list[str]]:
+    """Cancel the selected runs that are not finished. Returns (cancelled, problems):
+    a run that could not be stopped is a problem and is not in the first list."""
     from ccpo_lab.runs.provenance import now_iso
 
     rows = collect_status(sweep_dir)
@@ -54,6 +159,21 @@ def cancel_runs(sweep_dir: Path, *, arm: str | None = None,
         done, trouble = tracker(kind).cancel([r for r in chosen if r.launcher == kind])
         how.update((r.path, text) for r, text in done)
         problems += trouble
+    stopped, trouble = stop_executors(chosen, grace_s)
+    for path, text in stopped.items():
+        first = how.get(path, "marked cancelled")
+        how[path] = text if first in ("marked cancelled", "dequeued") else f"{first}; {text}"
+    problems += trouble
+    out = []
+    when = now_iso()
     for r in chosen:
-        RunDir(r.path).write_state("cancelled", cancelled=now_iso())
-    return [Cancelled(r, how.get(r.path, "marked cancelled")) for r in chosen], problems
+        rd = RunDir(r.path)
+        if _mark_cancelled(rd, when):
+            out.append(Cancelled(r, how.get(r.path, "marked cancelled")))
+        elif tracker(r.launcher).scheduled:  # its job is being killed on its node
+            rd.write_state("cancelled", cancelled=when)
+            out.append(Cancelled(r, how.get(r.path, "marked cancelled")))
+        elif not any(p.startswith(f"{r.arm} seed {r.seed}:") for p in problems):
+            problems.append(f"{r.arm} seed {r.seed}: still executed by "
+                            f"{(current_owner(rd) or Owner(None, None, None)).describe()}")
+    return out, problems

@@ -9,12 +9,21 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ccpo_lab.launch.status import RunStatus, collect_status, counts, format_elapsed, tail
+from ccpo_lab.launch.status import (
+    RunStatus,
+    collect_status,
+    counts,
+    format_elapsed,
+    settled,
+    tail,
+)
 from ccpo_lab.runs.layout import RunDir
 
 STATE_STYLE = {"pending": "dim", "running": "cyan", "completed": "green", "failed": "bold red",
-               "cancelled": "yellow", "requeued": "magenta"}
-_ORDER = ("completed", "running", "requeued", "pending", "failed", "cancelled")
+               "cancelled": "yellow", "interrupted": "yellow", "requeued": "magenta"}
+_ORDER = ("completed", "running", "requeued", "pending", "interrupted", "failed", "cancelled")
+BAR_MIN_WIDTH = 100
+"""Terminal width from which the live view adds a progress bar to the step column."""
 
 
 def make_console() -> Any:
@@ -22,7 +31,7 @@ def make_console() -> Any:
     from rich.console import Console
 
     console = Console()
-    if not console.is_terminal and "COLUMNS" not in os.environ:
+    if not console.is_terminal and not os.environ.get("COLUMNS"):
         console = Console(width=200)
     return console
 
@@ -37,49 +46,86 @@ def _rel(path: str | Path | None, base: Path | None = None) -> str:
 
 
 def summary_line(rows: list[RunStatus]) -> str:
-    """``4 runs: 2 completed, 1 running, 1 pending``."""
+    """``4 runs: 2 completed, 1 running, 1 pending``, with the time left when known."""
     c = counts(rows)
     parts = [f"{c[s]} {s}" for s in _ORDER if c.get(s)]
-    return f"{len(rows)} runs: " + (", ".join(parts) if parts else "none")
+    text = f"{len(rows)} runs: " + (", ".join(parts) if parts else "none")
+    left = [r.eta_s for r in rows if r.eta_s is not None]
+    if left:
+        text += f"; the running ones end in {format_elapsed(max(left))}"
+    return text
+
+
+def _per_step(rate: float | None) -> str:
+    """Seconds per step (``1.32``), '-' when unknown."""
+    if not rate:
+        return "-"
+    per = 1.0 / rate
+    return f"{per:.2f}" if per < 10 else f"{per:.0f}"
 
 
 def status_table(rows: list[RunStatus], title: str, bars: bool = False) -> Any:
-    """A rich table of ``rows`` (progress bars in the step column with ``bars``)."""
+    """A rich table of ``rows`` that fits 80 columns without cropping a value: arm, seed,
+    state, step, held-out success, seconds per step, ETA, elapsed; notes, follow-the-log
+    lines and the summary below it. ``bars``: a progress bar beside the step (at a wide
+    terminal)."""
+    from rich import box
+    from rich.console import Group
     from rich.progress_bar import ProgressBar
     from rich.table import Table
     from rich.text import Text
 
-    notes = [f"{r.arm} seed {r.seed}: {r.note}" for r in rows if r.note]
-    caption = "\n".join([summary_line(rows), *notes])
-    table = Table(title=title, caption=caption, caption_justify="left")
-    for col in ("arm", "seed", "state", "job", "step", "held-out", "elapsed", "logs"):
-        table.add_column(col, no_wrap=col != "logs", overflow="fold",
-                         justify="right" if col in ("seed", "held-out") else "left")
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+                  title_justify="left")
+    table.add_column("arm", overflow="fold")
+    for col in ("seed", "state", "step", "held-out", "s/step", "ETA", "elapsed"):
+        table.add_column(col, no_wrap=True, justify="left" if col == "state" else "right")
     for r in rows:
         state = Text(r.state + ("*" if r.note else ""), style=STATE_STYLE.get(r.state, ""))
         step_text = f"{r.step}/{r.total}" if r.total else str(r.step)
         step: Any = step_text
         if bars and r.total:
-            from rich.table import Table as Grid
-
-            grid = Grid.grid(padding=(0, 1))
+            grid = Table.grid(padding=(0, 1))
             grid.add_row(ProgressBar(total=r.total, completed=min(r.step, r.total), width=12),
                          step_text)
             step = grid
-        logs = Path(r.stdout).parent if r.stdout else None
-        table.add_row(r.arm, str(r.seed), state, r.job_id or "-", step,
+        live = r.state == "running"
+        table.add_row(r.arm, str(r.seed), state, step,
                       "-" if r.last_val is None else f"{r.last_val:.3f}",
-                      format_elapsed(r.elapsed_s), _rel(logs, r.path.parent.parent))
-    return table
+                      _per_step(r.steps_per_s) if live else "-",
+                      format_elapsed(r.eta_s) if r.eta_s is not None else "-",
+                      format_elapsed(r.elapsed_s))
+    below = [f"{r.arm} seed {r.seed}: {r.note}" for r in rows if r.note]
+    below += follow_lines(rows)
+    below.append(summary_line(rows))
+    return Group(table, Text("\n".join(below)))
+
+
+def follow_lines(rows: list[RunStatus]) -> list[str]:
+    """For each running run: its job, its process and, on a line of its own (to copy),
+    the command to follow its log."""
+    out = []
+    for r in rows:
+        if r.state != "running":
+            continue
+        who = ", ".join(x for x in (f"job {r.job_id}" if r.job_id else "",
+                                    r.owner.describe() if r.owner else "") if x)
+        head = f"{r.arm} seed {r.seed}{f' ({who})' if who else ''}"
+        if r.log:
+            out += [f"{head}, its log:", f"  tail -f {_rel(r.log)}"]
+        else:
+            out.append(f"{head}: no log file (it runs in the launching process)")
+    return out
 
 
 def failure_details(rows: list[RunStatus], lines: int = 15) -> list[str]:
-    """For each failed run: the exception, its traceback's end and the stderr tail."""
+    """For each failed or interrupted run: the exception (or how its process ended), its
+    traceback's end and the stderr tail."""
     out = []
     for r in rows:
-        if r.state != "failed":
+        if r.state not in ("failed", "interrupted"):
             continue
-        text = [f"--- {r.arm} seed {r.seed} failed ({r.path})"]
+        text = [f"--- {r.arm} seed {r.seed} {r.state} ({r.path})"]
         if r.note:
             text.append(f"    {r.note}")
         if r.error:
@@ -117,15 +163,15 @@ def watch(sweep_dir: Path, console: Any, *, runs: Sequence[RunDir] | None = None
     if console.is_terminal:
         from rich.live import Live
 
-        with Live(status_table(rows, title, bars=True), console=console,
+        with Live(status_table(rows, title, bars=console.width >= BAR_MIN_WIDTH), console=console,
                   refresh_per_second=4, transient=False) as live:
             try:
-                while not (until_done and all(r.terminal for r in rows)):
+                while not (until_done and settled(rows)):
                     time.sleep(interval)
                     if before is not None:
                         before()
                     rows = collect_status(sweep_dir, runs)
-                    live.update(status_table(rows, title, bars=True))
+                    live.update(status_table(rows, title, bars=console.width >= BAR_MIN_WIDTH))
             except KeyboardInterrupt:
                 pass
         return rows
@@ -136,7 +182,7 @@ def watch(sweep_dir: Path, console: Any, *, runs: Sequence[RunDir] | None = None
             if line != last:
                 console.print(f"[{time.strftime('%H:%M:%S')}] {line}", highlight=False)
                 last = line
-            if until_done and all(r.terminal for r in rows):
+            if until_done and settled(rows):
                 break
             time.sleep(interval)
             if before is not None:
@@ -164,7 +210,8 @@ class StatusMonitor:
         self._done = False
 
     def _table(self) -> Any:
-        return status_table(collect_status(self.sweep_dir, self.runs), self.title, bars=True)
+        return status_table(collect_status(self.sweep_dir, self.runs), self.title,
+                            bars=self.console.width >= BAR_MIN_WIDTH)
 
     def start(self, auto_refresh: bool = False) -> None:
         """A live table at a terminal (``auto_refresh``: re-rendered every second)."""
@@ -195,9 +242,10 @@ class StatusMonitor:
             return self._done
         self._last_refresh = time.monotonic()
         rows = collect_status(self.sweep_dir, self.runs)
-        self._done = all(r.terminal for r in rows)
+        self._done = settled(rows)
         if self._live is not None:
-            self._live.update(status_table(rows, self.title, bars=True))
+            self._live.update(status_table(rows, self.title,
+                                            bars=self.console.width >= BAR_MIN_WIDTH))
         else:
             line = summary_line(rows)
             if line != self._last_line:

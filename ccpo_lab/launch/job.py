@@ -3,7 +3,8 @@
 :class:`RunJob` executes one run directory (:func:`ccpo_lab.runs.execute.execute_run`)
 where its launcher placed it: the launcher gives it its ``placement_here`` function, which
 the job calls on the node to learn its :class:`~ccpo_lab.placement.Placement` (hosts, rank,
-tasks, GPUs, CPUs). Task 0 executes the run; the other tasks of a multi-node job serve it
+tasks, GPUs, CPUs). Task 0 executes the run (holding its ownership lock: a run another
+process executes is left to it); the other tasks of a multi-node job serve it
 (:func:`ccpo_lab.runs.execute.serve_run`). It is a ``submitit.helpers.Checkpointable``: on
 timeout or preemption Slurm signals the job, submitit calls :meth:`RunJob.checkpoint`,
 requeues the job, and the restarted job resumes from the run's own checkpoint files.
@@ -14,10 +15,6 @@ requeues the job, and the restarted job resumes from the run's own checkpoint fi
 
 from __future__ import annotations
 
-import contextlib
-import os
-import socket
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,64 +22,45 @@ from typing import Any
 from submitit.helpers import Checkpointable, DelayedSubmission
 
 from ccpo_lab.placement import Placement, this_host
-from ccpo_lab.runs.layout import RunDir
 
 PlacementFn = Callable[[], Placement]
 """A launcher module's ``placement_here`` (picklable: a module-level function)."""
 
 
-def _now() -> str:
-    from ccpo_lab.runs.provenance import now_iso
-
-    return now_iso()
-
-
-def _mark(rd: RunDir, state: str, **info: Any) -> None:
-    with contextlib.suppress(OSError):
-        rd.write_state(state, **info)
-
-
 class RunJob(Checkpointable):
-    """Execute one run directory where its launcher placed it; checkpointable."""
+    """Execute one run directory where its launcher placed it; checkpointable.
 
-    def __init__(self, run_dir: str | Path, placement: PlacementFn = this_host) -> None:
+    ``isolate``: execute the run in a child process that this job supervises
+    (:func:`ccpo_lab.runs.execute.supervise`: a ``kill -9`` of the run's process is
+    recorded with its signal, and the run outlives this wrapper).
+    """
+
+    def __init__(self, run_dir: str | Path, placement: PlacementFn = this_host,
+                 isolate: bool = False) -> None:
         self.run_dir = str(Path(run_dir).resolve())
         self.placement = placement
+        self.isolate = isolate
         self._requeueing = False
 
     def __call__(self) -> dict[str, Any]:
-        """Execute the run (task 0) or serve it (other tasks); resume from its checkpoint."""
-        from ccpo_lab.runs.execute import execute_run, serve_run
+        """Execute the run (task 0) or serve it (other tasks); resume from its checkpoint.
+
+        A run another live process executes is left to it (``{"busy": ...}``).
+        """
+        from ccpo_lab.runs.execute import execute_run, serve_run, supervise
+        from ccpo_lab.runs.owner import RunBusy
 
         self._requeueing = False
-        rd = RunDir(Path(self.run_dir))
         where = getattr(self, "placement", this_host)()  # jobs pickled before placements
         if where.is_worker:
             return serve_run(self.run_dir, where)
-        st = rd.read_state()
-        if st.get("state") == "completed":
-            return dict(st.get("summary") or {})
-        if st.get("state") == "cancelled":
-            return {"cancelled": True}
-        rd.write_state("running", started=_now(), restarts=where.restarts,
-                       host=socket.gethostname(), pid=os.getpid(), error=None, traceback=None)
+        if getattr(self, "isolate", False):
+            return supervise(self.run_dir, where)
         try:
-            return execute_run(self.run_dir, where)
-        except KeyboardInterrupt:
-            _mark(rd, "cancelled", error="cancelled (SIGINT)", traceback=None)
-            raise
-        except SystemExit as e:
-            if self._requeueing:
-                _mark(rd, "requeued", error=None, traceback=None, requeued=_now())
-            elif rd.read_state().get("state") != "failed":
-                _mark(rd, "failed", error=f"SystemExit: {e.code}",
-                      traceback=traceback.format_exc())
-            raise
-        except BaseException as e:
-            if rd.read_state().get("state") != "failed":
-                _mark(rd, "failed", error=f"{type(e).__name__}: {e}",
-                      traceback=traceback.format_exc())
-            raise
+            return execute_run(self.run_dir, where, requeueing=lambda: self._requeueing)
+        except RunBusy as e:
+            print(f"{e}; leaving the run to it", flush=True)
+            return {"busy": e.owner.describe()}
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> DelayedSubmission:
         """Called by submitit on timeout/preemption: resubmit the same run directory.
@@ -90,7 +68,8 @@ class RunJob(Checkpointable):
         Nothing is held in memory: the restarted job resumes from the run's checkpoints.
         """
         self._requeueing = True
-        return DelayedSubmission(RunJob(self.run_dir, getattr(self, "placement", this_host)))
+        return DelayedSubmission(RunJob(self.run_dir, getattr(self, "placement", this_host),
+                                        getattr(self, "isolate", False)))
 
     def __repr__(self) -> str:
         return f"RunJob({self.run_dir!r})"

@@ -8,12 +8,15 @@ slice (:mod:`ccpo_lab.launch.gpulock`). Runs that need no GPU get CPU slots
 (``CUDA_VISIBLE_DEVICES`` empty). The machine's GPUs are ``$CCPO_LAB_NUM_GPUS`` (a count),
 else ``$CUDA_VISIBLE_DEVICES``, else the ``nvidia-smi -L`` count, else none.
 
+The pool runs in a detached process (``python -m ccpo_lab.launch.local QUEUE_FILE``, its
+own session) that survives the terminal; its queue file and log live in ``<sweep
+dir>/_jobs/``. ``--wait`` only watches it: Ctrl-C or a closed terminal stops the watching,
+never the runs. Each job supervises its run in a child process
+(:func:`ccpo_lab.runs.execute.supervise`), so a run killed from outside is recorded with
+its signal, and a run whose job wrapper dies goes on.
 Each run's job runs the interpreter the run needs (:attr:`Needs.python
 <ccpo_lab.placement.Needs.python>`: a verl run's ``backend.verl.python``), as under Slurm,
 so a run executes the same code under both launchers; the pool itself runs this one.
-Without ``--wait`` the pool runs in a detached process (``python -m
-ccpo_lab.launch.local QUEUE_FILE``) that survives the terminal; its queue file and log
-live in ``<sweep dir>/_jobs/``.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from ccpo_lab.config.launcher import LauncherSettings, Where
 from ccpo_lab.config.validate import check_range
 from ccpo_lab.config.yamlio import atomic_write_json
 from ccpo_lab.errors import UserError
-from ccpo_lab.launch.base import TERMINAL, Launcher, Monitor, Reconciled, Submission, parallel
+from ccpo_lab.launch.base import TERMINAL, Launcher, Reconciled, Submission, gone, parallel
 from ccpo_lab.launch.gpulock import GpuLock, try_lock
 from ccpo_lab.placement import Needs, Placement, visible_gpus
 from ccpo_lab.runs.layout import RunDir, SweepDir
@@ -251,17 +254,6 @@ def pool_alive(pid: Any) -> bool:
     return _cmdline_has(pid, b"ccpo")
 
 
-def stop_controller(pid: Any) -> bool:
-    """SIGINT a local controller (it stops its task: the run records ``cancelled``)."""
-    if not controller_alive(pid):
-        return False
-    try:
-        os.kill(int(pid), signal.SIGINT)
-    except OSError:
-        return False
-    return True
-
-
 # ---------------------------------------------------------------- running a sweep's queue
 def _should_start(key: str) -> bool:
     return RunDir(Path(key)).read_state().get("state") not in ("cancelled", "completed")
@@ -281,7 +273,7 @@ def run_queue(run_dirs: Sequence[str], slots: Sequence[tuple[int, ...]],
                       **submitit_log_paths(rd.logs / "%j", job.job_id))
 
     pool = pool or SlotPool(slots, python=python)
-    tasks = [(str(d), RunJob(d, placement_here), RunDir(Path(d)).logs / "%j")
+    tasks = [(str(d), RunJob(d, placement_here, isolate=True), RunDir(Path(d)).logs / "%j")
              for d in run_dirs]
     return pool.run(tasks, on_start=on_start, should_start=_should_start, tick=tick)
 
@@ -384,6 +376,14 @@ class LocalLauncher(Launcher):
         job = ex.submit(fn, arg)
         return f"local job {job.job_id}", job.result()
 
+    def preview(self, n_runs: int) -> list[str]:
+        """The pool that would start (its slots are known once this machine is asked)."""
+        g = per_run_gpus(self.local, self.needs)
+        slots = f"{g} GPU(s)" if g else "a CPU slot"
+        return [f"a detached pool (its queue and log in {self.sweep.jobs}/) running {n_runs} "
+                f"runs, at most {self.local.max_parallel} at once, each on {slots} under "
+                "submitit's local executor (logs: <run>/logs/)"]
+
     def machine_checks(self) -> list[tuple[str, str, str]]:
         """This machine's slots for the sweep."""
         try:
@@ -393,16 +393,11 @@ class LocalLauncher(Launcher):
         return [("local launcher", "ok", f"{len(slots)} slot(s): {_slot_text(slots)}")]
 
     def submit(self, runs: Sequence[RunDir], *, wait: bool) -> Submission:
-        """With ``wait``: a pool in this process (:meth:`wait`); else a detached pool."""
+        """A detached pool (``wait`` or not: waiting only watches it)."""
         slots = self.slots()
         dirs = [str(rd.path.resolve()) for rd in runs]
         text = _slot_text(slots)
         record: dict[str, Any] = {"slots": [list(s) for s in slots]}
-        if wait:
-            parallel(lambda rd: rd.record_job(launcher=self.kind, pool_pid=os.getpid()), runs)
-            return Submission(runs=tuple(runs), record={"pool_pid": os.getpid(), **record},
-                              message=f"running {len(runs)} runs on {len(slots)} slots "
-                                      f"({text})", handle=(dirs, slots))
         # job.json names the queue before the pool starts, so the pool's updates come after.
         pid, queue, log = spawn_pool(self.sweep.path, dirs, slots, before_start=lambda q: (
             parallel(lambda rd: rd.record_job(launcher=self.kind, pool_queue=str(q)), runs)),
@@ -412,16 +407,6 @@ class LocalLauncher(Launcher):
                           message=f"started a local pool (pid {pid}) for {len(runs)} runs on "
                                   f"{len(slots)} slots ({text}); pool log: {log}")
 
-    def wait(self, submission: Submission, monitor: Monitor) -> None:
-        """Run the pool here (a live table at a terminal)."""
-        dirs, slots = submission.handle
-        monitor.start()
-        try:
-            run_queue(dirs, slots, pool_pid=os.getpid(), python=self.job_python(),
-                      tick=monitor.refresh if monitor.is_live() else None)
-        finally:
-            monitor.stop()
-
     @classmethod
     def detect(cls) -> Placement | None:
         """Inside a job of submitit's local executor."""
@@ -430,30 +415,25 @@ class LocalLauncher(Launcher):
     @classmethod
     def reconcile(cls, file_state: str, job: Mapping[str, Any], sched: str | None,
                   state: Mapping[str, Any]) -> Reconciled:
-        """From the liveness of the run's controller process and of its pool."""
+        """(No process holds the run.) A run recorded running lost its executor: it is
+        interrupted. A pending run is queued while its pool lives (or its job starts)."""
         if file_state in TERMINAL:
             return Reconciled(file_state)
+        if file_state in ("running", "requeued"):
+            return Reconciled("interrupted", gone(state))
         if job.get("pid") is not None and controller_alive(job["pid"]):
-            return Reconciled("running" if file_state != "requeued" else "requeued", "", True)
+            return Reconciled("pending", "", True)  # its job is starting
         pool = job.get("pool_pid") or queue_pid(job.get("pool_queue"))
         if job.get("pid") is None and pool is not None and pool_alive(pool):
             return Reconciled("pending", "", True)
-        if file_state == "pending":
-            return Reconciled("pending", "not running: relaunch to resubmit")
-        return Reconciled("failed", "process gone without recording an outcome")
+        return Reconciled("pending", "not queued: a relaunch submits it")
 
     @classmethod
     def cancel(cls, rows: Sequence[RunStatus]) -> tuple[list[tuple[RunStatus, str]], list[str]]:
-        """SIGINT a running run's controller (it records ``cancelled``); a queued run is
-        dequeued (its pool skips a cancelled run)."""
-        out = []
-        for r in rows:
-            how = "marked cancelled"
-            if r.live:
-                pid = r.job_id if r.state != "pending" else None
-                how = f"SIGINT controller {pid}" if pid and stop_controller(pid) else "dequeued"
-            out.append((r, how))
-        return out, []
+        """A queued run is dequeued (its pool skips a cancelled run); a running one is
+        interrupted by the caller (SIGINT to the process that holds it)."""
+        return [(r, "dequeued" if r.live and r.state == "pending" else "marked cancelled")
+                for r in rows], []
 
 
 def _slot_text(slots: Sequence[tuple[int, ...]]) -> str:
@@ -479,6 +459,8 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    # a pool started from a background job inherits SIGINT ignored; its jobs must not
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     print(f"pool {os.getpid()}: {len(spec['runs'])} runs on {len(slots)} slots {slots}",
           flush=True)
     try:

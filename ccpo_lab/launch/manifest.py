@@ -41,6 +41,7 @@ def write_manifest(sw: Sweep, sweep_dir: Path,
         "launcher": to_plain(sw.config.launcher),
         "config": to_plain(sw.config),
         "runs": sorted(entries.values(), key=lambda e: (e["arm"], e["seed"], e["dir"])),
+        "warnings": sw.warnings,
         "submissions": list(old.get("submissions", [])),
     }
     sd.write_manifest(data)

@@ -23,9 +23,37 @@ class PlannedRun:
     run_dir: RunDir | None
     """Where it lives (None when refused)."""
     status: str
-    """``new``, ``exists`` (same identity on disk: resume or skip) or ``conflict``."""
+    """``new``, ``exists`` (same identity on disk: resume or skip), ``replace`` (the
+    directory holds another run that failed before its first step: set aside, this run
+    takes its place) or ``conflict``."""
     conflict: str | None = None
-    """The refusal message with its diff, when ``status`` is ``conflict``."""
+    """The refusal message with its diff, when ``status`` is ``conflict`` or
+    ``replace``."""
+    replaces: str | None = None
+    """With ``replace``: what the run in the directory was (``failed before its first
+    step: ...``)."""
+
+
+def never_trained(rd: RunDir) -> str | None:
+    """Why the run in ``rd`` may be replaced by another configuration without
+    ``--new-run`` (it failed before its first training step: no step, no checkpoint, no
+    process executing it), or None when it may not."""
+    from ccpo_lab.runs.metrics import MetricsFormatError, read_metrics
+    from ccpo_lab.runs.owner import current_owner
+
+    st = rd.read_state()
+    if st.get("state") != "failed" or int(st.get("step") or 0) > 0 or \
+            current_owner(rd) is not None:
+        return None
+    try:
+        if any(int(r["step"]) > 0 for r in read_metrics(rd.metrics)):
+            return None
+    except (MetricsFormatError, OSError, UnicodeDecodeError, ValueError):
+        return None
+    if rd.checkpoints.is_dir() and any(rd.checkpoints.iterdir()):
+        return None
+    error = str(st.get("error") or "").splitlines()[0:1]
+    return "failed before its first step" + (f": {error[0]}" if error else "")
 
 
 def sweep_needs(sweep: Sweep) -> Needs:
@@ -60,7 +88,12 @@ def plan_sweep(sweep: Sweep, results: str | Path, *, new_run: bool = False) -> l
         try:
             rd = resolve_run_dir(sweep_dir, run, new_run=new_run)
         except RunConflictError as e:
-            out.append(PlannedRun(run, None, "conflict", str(e)))
+            held = RunDir(Path(e.file)) if e.file else None
+            why = never_trained(held) if held is not None else None
+            if held is not None and why is not None:
+                out.append(PlannedRun(run, held, "replace", str(e), why))
+            else:
+                out.append(PlannedRun(run, None, "conflict", str(e)))
             continue
         out.append(PlannedRun(run, rd, "exists" if rd.exists() else "new"))
     try:

@@ -45,9 +45,12 @@ ACTIVE = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPEN
           "RESIZING", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SIGNALING",
           "STAGE_OUT", "STOPPED"}
 """Slurm job states in which a job still holds (or waits for) resources."""
-FAILED = {"FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
-          "PREEMPTED", "REVOKED"}
-"""Slurm job states of a job that ended badly."""
+FAILED = {"FAILED", "OUT_OF_MEMORY"}
+"""Slurm job states of a job that failed (a non-zero exit, its memory limit): the run is
+``failed`` (resubmitted on request)."""
+INTERRUPTED = {"TIMEOUT", "NODE_FAIL", "BOOT_FAIL", "DEADLINE", "PREEMPTED", "REVOKED"}
+"""Slurm job states of a job stopped from outside (its time limit after every requeue, a
+lost node, preemption): the run is ``interrupted`` and resumes on a relaunch."""
 _RESOURCES_FROM_BACKEND = "a run's nodes and GPUs come from its backend ({}), stated once"
 
 
@@ -203,6 +206,25 @@ class SlurmLauncher(Launcher):
         job = ex.submit(fn, arg)
         return f"slurm job {job.job_id}", job.result()
 
+    def preview(self, n_runs: int) -> list[str]:
+        """The batch script of the (first) job array, as submitit will write it: its
+        ``#SBATCH`` header with ``--array=0-N%P``, and the command each task runs."""
+        import shlex
+        import sys
+
+        from ccpo_lab.launch.params import sbatch_text
+
+        size = max_array_size()
+        arrays = chunks(list(range(n_runs)), size)
+        python = self.job_python() or shlex.quote(sys.executable)
+        command = (f"{python} -u -m submitit.core._submit "
+                   f"{shlex.quote(str(self.folder))}")
+        text = sbatch_text(self.parameters(), self.folder, command,
+                           map_count=len(arrays[0]) if arrays else 0)
+        head = (f"{len(arrays)} job arrays of at most {size} runs; the first one's batch "
+                "script:" if len(arrays) > 1 else "the job array's batch script:")
+        return [head, *text.rstrip().splitlines()]
+
     def machine_checks(self) -> list[tuple[str, str, str]]:
         """``sinfo`` answers here and lists the sweep's partition."""
         if shutil.which("sinfo") is None:
@@ -293,8 +315,11 @@ class SlurmLauncher(Launcher):
             return Reconciled("cancelled", "cancelled in Slurm")
         if sched in FAILED:
             return Reconciled("failed", f"Slurm: {sched}")
+        if sched in INTERRUPTED:
+            return Reconciled("interrupted", f"Slurm: {sched}; a relaunch resumes it")
         if sched == "COMPLETED":
-            return Reconciled("failed", "job ended without the run recording an outcome")
+            return Reconciled("interrupted", "its job ended without the run recording an "
+                                             "outcome; a relaunch resumes it")
         if sched == "UNKNOWN":
             return Reconciled(file_state, "not yet known to Slurm", True)
         return Reconciled(file_state, f"Slurm: {sched}", True)

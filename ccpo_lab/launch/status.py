@@ -1,11 +1,13 @@
 """The state of every run of a sweep, from its files and one short scheduler query.
 
-A run's ``state.json`` says what the run itself last recorded; the launcher's ``job.json``
-says where it was submitted. Both are reconciled by the run's launcher (found by the kind
-its ``job.json`` names) with what it sees: one short scheduler query per launcher kind
-(``sacct``/``squeue`` for Slurm), process liveness for ``local``/``inline``. A job the
-scheduler cancelled, or a process that vanished, shows as such even though the run could
-not record it. Everything comes from the sweep directory; nothing here waits for a job.
+A run is ``running`` when a live process holds its ownership lock
+(:mod:`ccpo_lab.runs.owner`), whatever its files say. Otherwise its ``state.json`` (what
+the run last recorded) and its launcher's ``job.json`` (where it was submitted) are
+reconciled by the run's launcher (found by the kind its ``job.json`` names) with what it
+sees: one short scheduler query per launcher kind (``sacct``/``squeue`` for Slurm), a
+queue's process for ``local``/``inline``. A job the scheduler cancelled, or an executor
+that vanished (``interrupted``), shows as such even though the run could not record it.
+Everything comes from the sweep directory; nothing here waits for a job.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ccpo_lab.launch.base import TERMINAL, Launcher
+from ccpo_lab.launch.base import TERMINAL, Launcher, Reconciled
 from ccpo_lab.launch.registry import LAUNCHERS
 from ccpo_lab.runs.layout import RunDir, SweepDir
+from ccpo_lab.runs.owner import Owner, current_owner
 
 VAL_METRIC = "val/success_rate"
 
@@ -34,7 +37,8 @@ class RunStatus:
     seed: int
     """Run seed."""
     state: str
-    """pending, running, completed, failed, cancelled or requeued (reconciled)."""
+    """pending, running, completed, failed, cancelled, interrupted or requeued
+    (reconciled)."""
     file_state: str
     """The state the run itself last recorded in ``state.json``."""
     launcher: str | None
@@ -63,11 +67,24 @@ class RunStatus:
     """Why the state differs from the file state, and similar hints."""
     live: bool = False
     """A job or process is queued or running for this run."""
+    owner: Owner | None = None
+    """The live process executing the run (its ownership lock), if any."""
+    steps_per_s: float | None = None
+    """Training steps per second of the current attempt (set-up excluded)."""
+    eta_s: float | None = None
+    """Seconds left at that rate (while running)."""
 
     @property
     def terminal(self) -> bool:
-        """Completed, failed or cancelled."""
+        """Completed, failed, cancelled or interrupted: nothing more happens without a
+        relaunch."""
         return self.state in TERMINAL
+
+    @property
+    def log(self) -> str | None:
+        """The log to follow (``tail -f``): its job's stdout, where the run prints a line
+        per step."""
+        return self.stdout
 
 
 def _parse_time(text: Any) -> float | None:
@@ -138,24 +155,49 @@ def collect_status(sweep_dir: str | Path, runs: Sequence[RunDir] | None = None, 
         if track.scheduled and job.get("job_id"):
             known = states.get(str(kind))
             sched = None if known is None else known.get(str(job["job_id"]), "UNKNOWN")
-        shown = track.reconcile(file_state, job, sched, st)
+        owner = current_owner(rd)
+        if owner is not None and file_state not in TERMINAL:
+            shown = Reconciled("running", "", True)
+        else:
+            shown = track.reconcile(file_state, job, sched, st)
         step, val, mnote = _metrics_tail(rd)
         step = max(step, int(st.get("step") or 0))
         start = _parse_time(st.get("started"))
         end = _parse_time(st.get("updated")) if shown.state in TERMINAL else now
         elapsed = None if start is None or end is None else max(0.0, end - start)
-        failed = shown.state == "failed"
+        total = int(st.get("total_steps") or 0)
+        rate = _rate(st)
+        eta = (max(0, total - step) / rate if rate and shown.state == "running" and total
+               else None)
+        failed = shown.state in ("failed", "interrupted")
         out.append(RunStatus(
             path=rd.path, arm=str(info.get("arm", rd.arm)),
             seed=int(info.get("seed", -1 if rd.seed is None else rd.seed)),
             state=shown.state, file_state=file_state, launcher=kind,
             job_id=track.job_label(job, st), scheduler=sched, step=step,
-            total=int(st.get("total_steps") or 0), last_val=val, elapsed_s=elapsed,
+            total=total, last_val=val, elapsed_s=elapsed,
             stdout=job.get("stdout"), stderr=job.get("stderr"),
             error=st.get("error") if failed else None,
             traceback=st.get("traceback") if failed else None,
-            note="; ".join(x for x in (shown.note, mnote) if x), live=shown.live))
+            note="; ".join(x for x in (shown.note, mnote) if x), live=shown.live,
+            owner=owner, steps_per_s=rate, eta_s=eta))
     return out
+
+
+def _rate(st: dict[str, Any]) -> float | None:
+    """Steps per second of the current attempt, from ``state.json``'s ``rate_from`` (the
+    first step it recorded) to its last update."""
+    origin = st.get("rate_from")
+    if not isinstance(origin, dict):
+        return None
+    t0, t1 = _parse_time(origin.get("time")), _parse_time(st.get("updated"))
+    try:
+        done = int(st.get("step") or 0) - int(origin.get("step") or 0)
+    except (TypeError, ValueError):
+        return None
+    if t0 is None or t1 is None or done <= 0 or t1 <= t0:
+        return None
+    return done / (t1 - t0)
 
 
 def tail(path: str | Path | None, lines: int = 15) -> str:
@@ -179,6 +221,12 @@ def format_elapsed(seconds: float | None) -> str:
         return "-"
     s = int(seconds)
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def settled(rows: Sequence[RunStatus]) -> bool:
+    """Whether nothing more happens to ``rows`` without a relaunch: every run is finished,
+    or at least nothing queues or executes it (a pending run nobody will start)."""
+    return all(r.terminal or not r.live for r in rows)
 
 
 def counts(rows: list[RunStatus]) -> dict[str, int]:

@@ -1,11 +1,16 @@
 """``launch_sweep``: plan, refuse conflicts, decide per run, write, submit, (wait).
 
 Relaunching is idempotent: a completed run is skipped, a run whose job is still queued or
-running is left alone, a partial (pending, cancelled, interrupted) run is resubmitted and
-resumes from its checkpoint, a failed run is resubmitted only with ``retry_failed``. A
-run directory holding another identity refuses the whole launch before anything is
-written. The launcher (:mod:`ccpo_lab.launch.registry`) checks its settings against the
-runs' needs, and against the machine or cluster, before anything is written.
+running (or that a live process executes: its ownership lock is held) is left alone, a
+partial (pending, cancelled, interrupted) run is resubmitted and resumes from its
+checkpoint, a failed run is resubmitted only with ``retry_failed``. A run directory
+holding another identity refuses the whole launch before anything is written. The
+launcher (:mod:`ccpo_lab.launch.registry`) checks its settings against the runs' needs,
+and against the machine or cluster, before anything is written.
+
+Waiting (``--wait``) on runs that execute elsewhere (a local pool, Slurm) only watches
+them: Ctrl-C detaches (exit 130) and says how to follow or cancel them. The ``inline``
+launcher executes the runs in this process: Ctrl-C cancels the current run and stops.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from ccpo_lab.config.sweep import Sweep
 from ccpo_lab.errors import UserError
 from ccpo_lab.launch.base import parallel
 from ccpo_lab.launch.plan import PlannedRun, launcher_for, plan_sweep
+from ccpo_lab.runs.execute import Stopped
 from ccpo_lab.runs.layout import RunDir, SweepDir, init_run_dir
 
 
@@ -48,6 +54,9 @@ def decide(plan: list[PlannedRun], sweep_dir: Path, *, retry_failed: bool) -> li
     rows = {r.path: r for r in collect_status(sweep_dir, existing)} if existing else {}
     out = []
     for p in plan:
+        if p.status == "replace":
+            out.append(Decision(p, "new", f"replaces a run that {p.replaces}"))
+            continue
         if p.status == "new" or p.run_dir is None:
             out.append(Decision(p, "new", "new"))
             continue
@@ -55,16 +64,21 @@ def decide(plan: list[PlannedRun], sweep_dir: Path, *, retry_failed: bool) -> li
         if r.state == "completed":
             out.append(Decision(p, "skip", "completed"))
         elif r.live:
-            out.append(Decision(p, "skip", f"already {r.state} (job {r.job_id})"))
+            who = r.owner.describe() if r.owner else f"job {r.job_id}"
+            out.append(Decision(p, "skip", f"already {r.state} ({who})"))
         elif r.state == "failed":
             out.append(Decision(p, "retry", "failed, --retry-failed") if retry_failed
                        else Decision(p, "skip", "failed (resubmit with --retry-failed)"))
+        elif r.state == "pending" and not r.step:
+            out.append(Decision(p, "resume", "pending, not queued"))
         else:
-            out.append(Decision(p, "resume", f"{r.state}, resumes from its checkpoint"))
+            out.append(Decision(p, "resume", f"{r.state} at step {r.step}, resumes from its "
+                                             "checkpoint"))
     return out
 
 
-def _summary(decisions: list[Decision]) -> str:
+def summary(decisions: list[Decision]) -> str:
+    """``2 new, 1 resume, 1 skipped (completed)``."""
     tally: dict[str, int] = {}
     for d in decisions:
         key = d.action if d.submit else f"skipped ({d.reason.split(' (')[0]})"
@@ -83,7 +97,6 @@ def launch_sweep(sw: Sweep, results: str | Path, *, new_run: bool = False, wait:
     every run is completed, else 1.
     """
     from ccpo_lab.launch.display import StatusMonitor, make_console
-    from ccpo_lab.launch.manifest import write_manifest
 
     console = console or make_console()
     sweep_dir = sw.sweep_dir(results)
@@ -97,43 +110,121 @@ def launch_sweep(sw: Sweep, results: str | Path, *, new_run: bool = False, wait:
     launcher = launcher_for(sw, results)
     launcher.prepare()
     decisions = decide(plan, sweep_dir, retry_failed=retry_failed)
-    settings = to_plain(sw.config.launcher)
-    parallel(lambda p: init_run_dir(p.run_dir, p.run, settings),
-             [d.planned for d in decisions if d.action == "new"])
-    write_manifest(sw, sweep_dir, [(p.run, p.run_dir) for p in plan if p.run_dir is not None])
-    targets: list[RunDir] = [d.planned.run_dir for d in decisions
-                             if d.submit and d.planned.run_dir is not None]
-    parallel(lambda rd: rd.write_state("pending", error=None, traceback=None),
-             [d.planned.run_dir for d in decisions if d.action in ("resume", "retry")])
+    targets = _write(sw, sweep_dir, plan, decisions, console)
     console.print(f"sweep [bold]{sw.name}[/bold] -> {sweep_dir}: {len(plan)} runs "
-                  f"({_summary(decisions)}); launcher {launcher.kind}: {launcher.resources()}",
-                  highlight=False)
+                  f"({summary(decisions)}); launcher {launcher.kind}: {launcher.resources()}",
+                  highlight=False, soft_wrap=True)
     for d in decisions:
         if not d.submit and d.reason.startswith("failed"):
             console.print(f"  {d.planned.run.arm} seed {d.planned.run.seed}: {d.reason}",
-                          highlight=False)
+                          highlight=False, soft_wrap=True)
     title = f"sweep {sw.name}"
     if not targets:
-        console.print("nothing to submit", highlight=False)
+        console.print("nothing to submit", highlight=False, soft_wrap=True)
         return _finish(sweep_dir, plan, console, title) if wait else 0
     sub = launcher.submit(targets, wait=wait)
     SweepDir(sweep_dir).add_submission(launcher=launcher.kind, runs=len(targets),
                                        job_ids=list(sub.job_ids), **sub.record)
     if sub.message:
-        console.print(sub.message, highlight=False, markup=False)
+        console.print(sub.message, highlight=False, markup=False, soft_wrap=True)
     if sub.detached:
         _where(console, sweep_dir)
         if not wait:
             return 0
     runs = [p.run_dir for p in plan if p.run_dir is not None]
-    launcher.wait(sub, StatusMonitor(sweep_dir, runs, console, title))
+    try:
+        launcher.wait(sub, StatusMonitor(sweep_dir, runs, console, title))
+    except KeyboardInterrupt:
+        return _stopped(console, sweep_dir, sub.detached, None)
+    except Stopped as e:
+        return _stopped(console, sweep_dir, sub.detached, e.signum)
     return _finish(sweep_dir, plan, console, title)
 
 
+def _write(sw: Sweep, sweep_dir: Path, plan: list[PlannedRun], decisions: list[Decision],
+           console: Any) -> list[RunDir]:
+    """Write what the decisions need (runs replaced set aside, new run directories, the
+    manifest, resubmitted runs marked pending); return the runs to submit."""
+    from ccpo_lab.launch.manifest import write_manifest
+
+    settings = to_plain(sw.config.launcher)
+    for d in decisions:
+        if d.planned.status == "replace" and d.planned.run_dir is not None:
+            _set_aside(SweepDir(sweep_dir), d, console)
+    parallel(lambda p: init_run_dir(p.run_dir, p.run, settings),
+             [d.planned for d in decisions if d.action == "new"])
+    write_manifest(sw, sweep_dir, [(p.run, p.run_dir) for p in plan if p.run_dir is not None])
+    targets: list[RunDir] = [d.planned.run_dir for d in decisions
+                             if d.submit and d.planned.run_dir is not None]
+    return _claim(targets, decisions, console)
+
+
+def _set_aside(sd: SweepDir, d: Decision, console: Any) -> None:
+    """Move the directory a ``replace`` decision takes over to ``_replaced/`` (under its
+    lock, so no executor starts it meanwhile), saying so."""
+    from ccpo_lab.runs.owner import RunBusy, acquire
+
+    rd = d.planned.run_dir
+    assert rd is not None
+    try:
+        with acquire(rd):
+            dest = sd.set_aside(rd)
+    except RunBusy as e:
+        raise UserError("a process started executing the run this launch would replace; "
+                        "nothing more was launched", file=rd.path,
+                        value=e.owner.describe()) from None
+    console.print(f"{d.planned.run.arm} seed {d.planned.run.seed}: the run in {rd.path} "
+                  f"{d.planned.replaces}; replaced by this configuration (its files: {dest})",
+                  highlight=False, markup=False, soft_wrap=True)
+
+
+def _claim(targets: list[RunDir], decisions: list[Decision], console: Any) -> list[RunDir]:
+    """Mark the runs to resubmit ``pending`` under their ownership lock; drop those that
+    a process started executing since the decision (it keeps them)."""
+    from ccpo_lab.runs.owner import RunBusy, acquire
+
+    again = {d.planned.run_dir.path for d in decisions
+             if d.action in ("resume", "retry") and d.planned.run_dir is not None}
+
+    def claim(rd: RunDir) -> bool:
+        if rd.path not in again:
+            return True
+        try:
+            with acquire(rd):
+                rd.write_state("pending", error=None, traceback=None, exit=None)
+        except RunBusy as e:
+            console.print(f"  {rd.arm} {rd.path.name}: left to {e.owner.describe()}, which "
+                          "started executing it", highlight=False, markup=False, soft_wrap=True)
+            return False
+        return True
+
+    kept = parallel(claim, targets)
+    return [rd for rd, ok in zip(targets, kept, strict=True) if ok]
+
+
+def _stopped(console: Any, sweep_dir: Path, detached: bool, signum: int | None) -> int:
+    """The exit code after Ctrl-C (``signum`` None) or SIGHUP/SIGTERM while waiting, with
+    what became of the runs (no traceback). A closed terminal may refuse the message."""
+    import contextlib
+    import signal
+
+    why = "interrupted" if signum is None else f"stopped by {signal.Signals(signum).name}"
+    if detached:
+        text = (f"{why}: stopped watching; the runs go on. follow: ccpo-lab status "
+                f"{sweep_dir} --watch; cancel: ccpo-lab cancel {sweep_dir}")
+    else:
+        text = (f"{why}: the current run was recorded "
+                f"{'cancelled' if signum is None else 'interrupted'}; the others did not "
+                f"start. Relaunch the same command to resume (ccpo-lab status {sweep_dir})")
+    with contextlib.suppress(OSError):
+        console.print(text, highlight=False, markup=False, soft_wrap=True)
+    return 130 if signum is None else 128 + signum
+
+
 def _where(console: Any, sweep_dir: Path) -> None:
-    console.print(f"follow: ccpo-lab status {sweep_dir} [--watch]; cancel: ccpo-lab cancel "
+    console.print(f"follow: ccpo-lab status {sweep_dir} --watch; cancel: ccpo-lab cancel "
                   f"{sweep_dir}; job logs: {sweep_dir}/_jobs/ and <run>/logs/", highlight=False,
-                  markup=False)
+                  markup=False, soft_wrap=True)
 
 
 def _finish(sweep_dir: Path, plan: list[PlannedRun], console: Any, title: str) -> int:

@@ -6,14 +6,16 @@
     adaptive.json      an adaptive seed design's state: the design and every look
     adaptive.lock      held (flock) by the command taking the design's decisions
     _jobs/             sweep-level launcher files (Slurm arrays, local pool queues and logs)
+    _replaced/         runs that never trained, set aside for a corrected configuration
     <arm>/seed-<k>/    one run (:class:`RunDir`)
 
 and a run directory holds::
 
     config.yaml        the resolved configuration (identity first, then the launcher)
     run.json           run id, arm, seed, estimator, provenance, backend-written fields
-    state.json         state (pending/running/completed/failed), step, updated time
+    state.json         state (pending/running/completed/failed/cancelled/interrupted), step
     job.json           the launcher's record: current submission and earlier ones
+    owner.lock         held (flock) by the one process executing the run (runs/owner.py)
     metrics.jsonl      one {"step": N, "data": {...}} per line (verl's file-logger format)
     rollouts/          step-1 rollouts (``step-000001.jsonl``)
     checkpoints/       resumable checkpoints
@@ -46,7 +48,12 @@ from ccpo_lab.errors import RunConflictError, UserError
 if TYPE_CHECKING:
     from ccpo_lab.config.schema import RunConfig
 
-RUN_STATES = ("pending", "running", "completed", "failed", "cancelled", "requeued")
+RUN_STATES = ("pending", "running", "completed", "failed", "cancelled", "interrupted",
+              "requeued")
+"""What ``state.json`` may say. ``interrupted``: stopped from outside (a signal, a lost
+node, a time limit) before an outcome of its own; like ``cancelled`` it resumes from its
+checkpoint on a relaunch. ``failed``: the run itself failed (an exception, a non-zero
+exit); it is resubmitted only on request."""
 MANIFEST = "sweep.json"
 """The sweep's manifest file."""
 ADAPTIVE_STATE = "adaptive.json"
@@ -95,6 +102,11 @@ class RunDir:
     def job_json(self) -> Path:
         """The launcher's record of the run's submissions."""
         return self.path / "job.json"
+
+    @property
+    def owner_lock(self) -> Path:
+        """Locked by the process executing the run (:mod:`ccpo_lab.runs.owner`)."""
+        return self.path / "owner.lock"
 
     @property
     def metrics(self) -> Path:
@@ -176,10 +188,19 @@ class RunDir:
         return read_json_object(self.state_json)
 
     def write_state(self, state: str, **info: Any) -> None:
-        """Record the run's state (one of :data:`RUN_STATES`) with extra info."""
+        """Record the run's state (one of :data:`RUN_STATES`) with extra info.
+
+        The first ``step`` a running attempt records (after ``rate_from`` was reset to
+        None when it started) becomes its ``rate_from`` ``{step, time}``: the origin of the
+        steps/s and ETA that ``status`` shows (set-up and resuming excluded).
+        """
         if state not in RUN_STATES:
             raise ValueError(f"unknown run state {state!r}; valid: {RUN_STATES}")
-        data = {**self.read_state(), **info, "state": state, "updated": _now()}
+        now = _now()
+        data = {**self.read_state(), **info, "state": state, "updated": now}
+        if state == "running" and "step" in info and "rate_from" in data \
+                and data["rate_from"] is None:
+            data["rate_from"] = {"step": info["step"], "time": now}
         atomic_write_json(self.state_json, data)
 
     def read_job(self) -> dict[str, Any]:
@@ -298,6 +319,25 @@ class SweepDir:
         """Replace the manifest (atomically)."""
         atomic_write_json(self.manifest, dict(data))
 
+    @property
+    def replaced(self) -> Path:
+        """``_replaced/``: run directories set aside for a corrected configuration."""
+        return self.path / "_replaced"
+
+    def set_aside(self, rd: RunDir) -> Path:
+        """Move run directory ``rd`` to ``_replaced/<arm>/<name>-<time>`` (kept, out of
+        every reader's way); return where it went."""
+        import time
+
+        dest = self.replaced / rd.arm / f"{rd.path.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        n = 1
+        while dest.exists():
+            n += 1
+            dest = dest.with_name(f"{dest.name.split('~')[0]}~{n}")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        rd.path.rename(dest)
+        return dest
+
     def add_submission(self, **fields: Any) -> None:
         """Append one submission record (launcher, job ids, runs, time) to the manifest."""
         data = self.read_manifest()
@@ -415,10 +455,13 @@ def resolve_run_dir(sweep_dir: Path, run: RunConfig, *, new_run: bool = False) -
     dirs = candidate_dirs(sweep_dir, run.arm, run.seed)
     if not dirs:
         return RunDir(sweep_dir / run.arm / run_dir_name(run.seed))
+    held = RunDir(dirs[0])
+    if not held.exists() and (not held.config_yaml.exists()
+                              or _config_run_id(held) == run.run_id):
+        return held  # no run there yet, or this very run being created by another launch
     if new_run:
         n = max(RunDir(p).suffix for p in dirs) + 1
         return RunDir(sweep_dir / run.arm / run_dir_name(run.seed, n))
-    held = RunDir(dirs[0])
     old_identity = _identity_on_disk(held)
     rows = diff(old_identity, run.identity)
     raise RunConflictError(
@@ -445,15 +488,20 @@ def init_run_dir(rd: RunDir, run: RunConfig, launcher: Mapping[str, Any] | None 
     """Create ``rd`` for ``run`` (config.yaml, run.json, state pending) if not yet there.
 
     ``launcher``: the launcher settings it is submitted with, recorded in ``config.yaml``.
-    Idempotent for the same identity; never overwrites another identity (callers use
-    :func:`resolve_run_dir` first, and this re-checks).
+    Idempotent for the same identity, also when two launchers create it at once; never
+    overwrites another identity (callers use :func:`resolve_run_dir` first, and this
+    re-checks).
     """
     from ccpo_lab.runs.provenance import provenance
 
     held = rd.read_run().get("run_id")
     if held == run.run_id:
         return
-    if held is not None or rd.config_yaml.exists():
+    if held is None and rd.config_yaml.exists():  # being created: by whom?
+        held = _config_run_id(rd)
+        if held == run.run_id:
+            held = None
+    if held is not None:
         raise UserError("run directory holds another run; refusing to overwrite it",
                         file=rd.path, value=held)
     rd.path.mkdir(parents=True, exist_ok=True)
@@ -467,7 +515,20 @@ def init_run_dir(rd: RunDir, run: RunConfig, launcher: Mapping[str, Any] | None 
         "backend": run.backend.kind,
         **provenance(),
     })
-    rd.write_state("pending", step=0, total_steps=run.protocol.total_steps)
+    if not rd.state_json.exists():
+        rd.write_state("pending", step=0, total_steps=run.protocol.total_steps)
+
+
+def _config_run_id(rd: RunDir) -> str:
+    """The run id ``config.yaml`` records ('?' when unreadable)."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(rd.config_yaml.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return "?"
+    value = doc.get("run_id") if isinstance(doc, dict) else None
+    return str(value) if value else "?"
 
 
 def load_run_config(rd: RunDir) -> RunConfig:

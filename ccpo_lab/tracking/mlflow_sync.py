@@ -68,7 +68,8 @@ STORE = "mlflow.db"
 MAX_PARAMS = 100
 PARAM_LEN = 6000
 _STATUS = {"pending": "SCHEDULED", "running": "RUNNING", "requeued": "RUNNING",
-           "completed": "FINISHED", "failed": "FAILED", "cancelled": "KILLED"}
+           "completed": "FINISHED", "failed": "FAILED", "cancelled": "KILLED",
+           "interrupted": "KILLED"}
 _TERMINAL = {"FINISHED", "FAILED", "KILLED"}
 
 

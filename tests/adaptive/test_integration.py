@@ -59,7 +59,6 @@ protocol:
   max_steps: 12
   history_length: 1
   max_prompt_length: 128
-  max_response_length: 8
   lr: 3.0e-3
   ppo_mini_batch_size: 4
   entropy_coeff: 0.0

@@ -75,11 +75,12 @@ def test_cancel_then_relaunch_resumes(workdir: Path, sweep_dir: Path,
     assert main(_sweep(workdir, *long_run)) == 0
     rd = RunDir(sweep_dir / "grpo" / "seed-0")
     _wait(lambda: int(rd.read_state().get("step", 0)) >= 2, 60, "two steps")
-    pid = rd.read_job()["pid"]
+    pid = rd.read_job()["pid"]  # submitit's controller; the run executes in its child
+    run_pid = rd.read_state()["pid"]
     capsys.readouterr()
     assert main(["cancel", str(sweep_dir)]) == 0
-    assert f"SIGINT controller {pid}" in capsys.readouterr().out
-    _wait(lambda: not controller_alive(pid), 15, "the run's process to stop")
+    assert f"SIGINT pid {run_pid}, stopped in" in capsys.readouterr().out
+    _wait(lambda: not controller_alive(pid), 15, "the run's job to end")
     (row,) = collect_status(sweep_dir)
     assert row.state == "cancelled" and not row.live
     # a relaunch resumes the cancelled run from its checkpoint

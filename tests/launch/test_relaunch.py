@@ -15,6 +15,7 @@ from ccpo_lab.launch.slurm import SlurmLauncher
 from ccpo_lab.launch.status import collect_status
 from ccpo_lab.launch.submit import decide, launch_sweep
 from ccpo_lab.runs.layout import RunDir, SweepDir, init_run_dir
+from ccpo_lab.runs.owner import acquire
 from tests.conftest import snapshot
 
 
@@ -49,16 +50,20 @@ def test_decide_skips_completed_and_failed_resumes_partial(workdir: Path) -> Non
 def test_decide_leaves_a_live_run_alone(workdir: Path) -> None:
     sw, dirs = _init(workdir, "seeds=[0]", "arms=[grpo]")
     rd = dirs[("grpo", 0)]
-    # an inline run executing in a live process (this one)
+    # an inline run executing in a live process (this one): it holds the run's lock
     rd.record_job(launcher="inline", job_id=str(os.getpid()), pid=os.getpid())
-    rd.write_state("running", pid=os.getpid(), host=os.uname().nodename)
-    (d,) = decide(plan_sweep(sw, workdir / "results"),  # type: ignore[arg-type]
-                  workdir / "results" / "smoke", retry_failed=True)
-    assert d.action == "skip" and "already running" in d.reason
-    # the same record with a process that is gone: failed, not live
-    rd.write_state("running", pid=2**22 + 12345)
+    with acquire(rd):
+        rd.write_state("running", pid=os.getpid(), host=os.uname().nodename)
+        (d,) = decide(plan_sweep(sw, workdir / "results"),  # type: ignore[arg-type]
+                      workdir / "results" / "smoke", retry_failed=True)
+        assert d.action == "skip" and f"already running (pid {os.getpid()})" == d.reason
+    # the same record once nobody holds the run: interrupted (resumes), not live
     (row,) = collect_status(workdir / "results" / "smoke")
-    assert row.state == "failed" and not row.live and "process gone" in row.note
+    assert row.state == "interrupted" and not row.live
+    assert f"executor pid {os.getpid()} gone without recording an outcome" in row.note
+    (d,) = decide(plan_sweep(sw, workdir / "results"),  # type: ignore[arg-type]
+                  workdir / "results" / "smoke", retry_failed=False)
+    assert d.action == "resume"
 
 
 def test_conflicting_relaunch_writes_nothing(workdir: Path) -> None:
@@ -89,7 +94,10 @@ def test_bad_launcher_parameter_writes_nothing(workdir: Path,
     ("running", "PENDING", ("requeued", True)),      # scontrol requeue: killed, queued again
     ("requeued", "PENDING", ("requeued", True)),     # submitit checkpoint + requeue
     ("running", "CANCELLED", ("cancelled", False)),  # scancel: the job could not record it
-    ("running", "TIMEOUT", ("failed", False)),
+    ("running", "TIMEOUT", ("interrupted", False)),  # its time limit after every requeue
+    ("running", "NODE_FAIL", ("interrupted", False)),
+    ("running", "PREEMPTED", ("interrupted", False)),
+    ("running", "COMPLETED", ("interrupted", False)),  # ended without recording an outcome
     ("pending", "FAILED", ("failed", False)),        # died before Python (a setup line)
     ("running", "OUT_OF_MEMORY", ("failed", False)),
     ("completed", "COMPLETED", ("completed", False)),
