@@ -71,10 +71,15 @@ class _Proc:
         self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True, env=_env(), cwd=REPO)
         self.err: list[str] = []
-        assert self.p.stderr is not None
-        stream = self.p.stderr
-        self.reader = threading.Thread(target=lambda: self.err.extend(stream), daemon=True)
+        self.out: list[str] = []
+        assert self.p.stderr is not None and self.p.stdout is not None
+        err, out = self.p.stderr, self.p.stdout
+        # Each stream has its own reader (communicate() would read stderr too and race
+        # this reader for its lines).
+        self.reader = threading.Thread(target=lambda: self.err.extend(err), daemon=True)
+        self.out_reader = threading.Thread(target=lambda: self.out.extend(out), daemon=True)
         self.reader.start()
+        self.out_reader.start()
 
     def wait_for(self, text: str, timeout: float) -> bool:
         end = time.monotonic() + timeout
@@ -89,12 +94,13 @@ class _Proc:
 
     def finish(self, timeout: float = 300) -> tuple[int, str, str]:
         try:
-            out, _ = self.p.communicate(timeout=timeout)
+            self.p.wait(timeout=timeout)
         finally:
             if self.p.poll() is None:
                 self.p.kill()
-        self.reader.join(5)
-        return self.p.returncode, out, "".join(self.err)
+        self.reader.join(30)
+        self.out_reader.join(30)
+        return self.p.returncode, "".join(self.out), "".join(self.err)
 
 
 @contextlib.contextmanager
