@@ -81,8 +81,6 @@ def adaptive_design(analysis: AnalysisConfig, arms: Sequence[str], seeds: Sequen
             ``seeds``, ``analysis.alpha``...) and the value: settings without
             ``max_seeds``, an arm of a comparison not in the sweep, or an invalid design.
     """
-    from ccpo_lab.adaptive.design import AdaptiveDesign, every_arm_versus
-
     cfg = analysis.adaptive
     if not cfg.enabled:
         off = [f.name for f in dataclasses.fields(cfg)
@@ -93,6 +91,10 @@ def adaptive_design(analysis: AnalysisConfig, arms: Sequence[str], seeds: Sequen
                             "turns the design on)", file=where(key), key=key,
                             value=getattr(cfg, off[0]))
         return None
+    # Imported only for a design: it needs scipy, which a trainer environment (ccpo-lab
+    # installed with --no-deps) may lack, and a sweep without a design must load there.
+    from ccpo_lab.adaptive.design import AdaptiveDesign, every_arm_versus
+
     comps = [tuple(c) for c in cfg.comparisons]
     for i, c in enumerate(cfg.comparisons):
         key = f"{KEYS['comparisons']}[{i}]"

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from ccpo_lab.integrations import trainer_env
+from tests.conftest import REPO
 
 
 def test_requirements_are_only_what_verl_agents_environment_lacks() -> None:
@@ -38,3 +39,22 @@ def test_ccpo_labs_pins_would_replace_the_trainers_torch() -> None:
     requires = md.requires("ccpo-lab") or []
     assert any(r.replace(" ", "").startswith("torch==") for r in requires)
     assert any(r.replace(" ", "").startswith("verl==") for r in requires)
+
+
+def test_a_sweep_without_a_design_loads_without_scipy() -> None:
+    """A trainer environment (verl-agent's, ccpo-lab added with --no-deps) may lack scipy,
+    pandas and MLflow: loading the shipped verl sweeps and their runs must not import them
+    (it did: the adaptive design's module, needing scipy, was imported for every sweep;
+    the contract test caught it in a CPU trainer environment)."""
+    code = (
+        "import sys\n"
+        "from ccpo_lab.config.sweep import load_sweep\n"
+        "for f in ('sweeps/alfworld-qwen7b-slurm.yaml', 'sweeps/alfworld-qwen7b-node.yaml'):\n"
+        "    sw = load_sweep(f)\n"
+        "    assert sw.runs and sw.design is None\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'scipy', 'pandas', 'mlflow', 'matplotlib'}))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300, check=False, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
