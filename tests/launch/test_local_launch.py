@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -15,18 +13,9 @@ from ccpo_lab.launch.local import NUM_GPUS_ENV, controller_alive, pool_alive
 from ccpo_lab.launch.status import collect_status
 from ccpo_lab.runs.layout import RunDir, SweepDir
 from ccpo_lab.runs.metrics import read_metrics
+from tests.conftest import wait_until
 
 pytestmark = pytest.mark.slow
-
-
-def _wait(pred: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 @pytest.fixture
@@ -52,7 +41,7 @@ def test_detached_pool_runs_on_gpu_slices(workdir: Path, sweep_dir: Path,
     out = capsys.readouterr().out
     assert "started a local pool" in out and "on 2 slots (0, 1)" in out
     pool = SweepDir(sweep_dir).read_manifest()["submissions"][-1]["pool_pid"]
-    rows = _wait(lambda: (r := collect_status(sweep_dir)) and all(x.terminal for x in r) and r,
+    rows = wait_until(lambda: (r := collect_status(sweep_dir)) and all(x.terminal for x in r) and r,
                  120, "the two runs")
     assert [r.state for r in rows] == ["completed"] * 2
     gpus = [RunDir(r.path).read_job()["gpus"] for r in rows]
@@ -60,7 +49,7 @@ def test_detached_pool_runs_on_gpu_slices(workdir: Path, sweep_dir: Path,
     for r in rows:
         assert [m["step"] for m in read_metrics(r.path / "metrics.jsonl")] == [0, 1, 2, 3, 4]
         assert Path(str(r.stdout)).is_file()
-    _wait(lambda: not pool_alive(pool), 10, "the pool to exit")
+    wait_until(lambda: not pool_alive(pool), 10, "the pool to exit")
     # relaunch: every run completed, nothing starts
     assert main(_sweep(workdir, *two)) == 0
     out = capsys.readouterr().out
@@ -74,18 +63,18 @@ def test_cancel_then_relaunch_resumes(workdir: Path, sweep_dir: Path,
     long_run = ["arms=[grpo]", "seeds=[0]", "protocol.total_steps=300"]
     assert main(_sweep(workdir, *long_run)) == 0
     rd = RunDir(sweep_dir / "grpo" / "seed-0")
-    _wait(lambda: int(rd.read_state().get("step", 0)) >= 2, 60, "two steps")
+    wait_until(lambda: int(rd.read_state().get("step", 0)) >= 2, 60, "two steps")
     pid = rd.read_job()["pid"]  # submitit's controller; the run executes in its child
     run_pid = rd.read_state()["pid"]
     capsys.readouterr()
     assert main(["cancel", str(sweep_dir)]) == 0
     assert f"SIGINT pid {run_pid}, stopped in" in capsys.readouterr().out
-    _wait(lambda: not controller_alive(pid), 15, "the run's job to end")
+    wait_until(lambda: not controller_alive(pid), 15, "the run's job to end")
     (row,) = collect_status(sweep_dir)
     assert row.state == "cancelled" and not row.live
     # a relaunch resumes the cancelled run from its checkpoint
     assert main(_sweep(workdir, *long_run)) == 0
     assert "1 resume" in capsys.readouterr().out
-    _wait(lambda: rd.read_job().get("pid") not in (None, pid)
+    wait_until(lambda: rd.read_job().get("pid") not in (None, pid)
           and rd.read_state().get("state") == "running", 60, "the resumed run")
     assert len(rd.read_job()["history"]) == 1

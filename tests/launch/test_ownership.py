@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,18 +24,9 @@ from ccpo_lab.launch.display import follow_lines
 from ccpo_lab.launch.status import collect_status
 from ccpo_lab.runs.layout import RunDir
 from ccpo_lab.runs.metrics import read_metrics
+from tests.conftest import wait_until
 
 pytestmark = pytest.mark.slow
-
-
-def _wait(pred: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def _cli(*args: str) -> list[str]:
@@ -127,7 +118,7 @@ def test_two_launches_into_one_directory_execute_each_run_once(
     first = _start(args, tmp_path / "a.log")
     seed0 = RunDir(sweep_dir / "grpo" / "seed-0")
     if second_after_first_runs:
-        _wait(lambda: _running_at(seed0, 1), 120, "the first launch's first run")
+        wait_until(lambda: _running_at(seed0, 1), 120, "the first launch's first run")
     second = _start(args, tmp_path / "b.log")
     assert first.wait(timeout=300) == 0, (tmp_path / "a.log").read_text()
     assert second.wait(timeout=300) == 0, (tmp_path / "b.log").read_text()
@@ -146,14 +137,14 @@ def test_cancel_stops_a_run_started_with_sigint_ignored(
     cmd = " ".join(_cli(*_sweep(workdir, "seeds=[0]", "protocol.total_steps=300")))
     subprocess.run(["bash", "-c", f"{cmd} > {workdir}/bg.log 2>&1 &"], check=True, timeout=60)
     rd = RunDir(sweep_dir / "grpo" / "seed-0")
-    _wait(lambda: _running_at(rd, 1), 120, "the run to start")
+    wait_until(lambda: _running_at(rd, 1), 120, "the run to start")
     pid = int(rd.read_state()["pid"])
     capsys.readouterr()
     assert main(["cancel", str(sweep_dir)]) == 0
     out = capsys.readouterr().out
     assert "cancelled grpo seed 0" in out and f"SIGINT pid {pid}, stopped in" in out
     # stopped, not only marked: the run no longer moves, and its process exits
-    _wait(lambda: not _alive(pid), 5, "the run's process to exit")
+    wait_until(lambda: not _alive(pid), 5, "the run's process to exit")
     step = _step(rd)
     time.sleep(3)
     assert _step(rd) == step and rd.read_state()["state"] == "cancelled"
@@ -169,14 +160,14 @@ def test_a_killed_run_is_interrupted_and_resumes(
     args = _sweep(workdir, "seeds=[0]", "protocol.total_steps=300")
     assert main(args) == 0
     rd = RunDir(sweep_dir / "grpo" / "seed-0")
-    _wait(lambda: _running_at(rd, 3), 120, "three steps (a checkpoint at step 2)")
+    wait_until(lambda: _running_at(rd, 3), 120, "three steps (a checkpoint at step 2)")
     pid = int(rd.read_state()["pid"])
     os.kill(pid, signal.SIGKILL)
     # seen at once, then recorded (with the signal) by the job that supervised it
-    row = _wait(lambda: (r := collect_status(sweep_dir)[0]).terminal and r, 30,
+    row = wait_until(lambda: (r := collect_status(sweep_dir)[0]).terminal and r, 30,
                 "the run to be seen stopped")
     assert row.state == "interrupted" and not row.live
-    _wait(lambda: rd.read_state()["state"] == "interrupted", 30, "the record")
+    wait_until(lambda: rd.read_state()["state"] == "interrupted", 30, "the record")
     (row,) = collect_status(sweep_dir)
     assert row.state == "interrupted" and not row.live
     assert f"executor pid {pid} killed by SIGKILL" in str(row.error)
@@ -187,7 +178,7 @@ def test_a_killed_run_is_interrupted_and_resumes(
     # the rule: an interrupted run resumes on relaunch (no --retry-failed)
     assert main(args) == 0
     assert "1 resume" in capsys.readouterr().out
-    _wait(lambda: _running_at(rd, 3) and int(rd.read_state()["pid"]) != pid, 120,
+    wait_until(lambda: _running_at(rd, 3) and int(rd.read_state()["pid"]) != pid, 120,
           "the resumed run")
     assert rd.read_state()["restarts"] == 0 and 0 in _steps(rd)
 
@@ -196,16 +187,16 @@ def test_a_run_whose_job_wrapper_dies_goes_on_and_shows_running(
         workdir: Path, sweep_dir: Path) -> None:
     assert main(_sweep(workdir, "seeds=[0]", "protocol.total_steps=10")) == 0
     rd = RunDir(sweep_dir / "grpo" / "seed-0")
-    _wait(lambda: _running_at(rd, 1), 120, "the run to start")
+    wait_until(lambda: _running_at(rd, 1), 120, "the run to start")
     controller = int(rd.read_job()["pid"])  # submitit's local controller of the job
     assert controller != int(rd.read_state()["pid"])
     os.kill(controller, signal.SIGKILL)
-    _wait(lambda: not _alive(controller), 10, "the controller to die")
+    wait_until(lambda: not _alive(controller), 10, "the controller to die")
     (row,) = collect_status(sweep_dir)
     assert row.state == "running" and row.live and not row.note
     head, follow = follow_lines([row])
     assert f"grpo seed 0 (job {controller}, pid " in head and follow.startswith("  tail -f ")
-    row = _wait(lambda: (r := collect_status(sweep_dir)[0]).terminal and r, 120,
+    row = wait_until(lambda: (r := collect_status(sweep_dir)[0]).terminal and r, 120,
                 "the run to finish")
     assert row.state == "completed" and _steps(rd) == list(range(11))
     # the run's log has a line per step to follow
@@ -220,7 +211,7 @@ def test_wait_detaches_on_ctrl_c_and_hangup(workdir: Path, sweep_dir: Path, tmp_
     proc = _start([*_sweep(workdir, "seeds=[0,1]", "protocol.total_steps=8"), "--wait"], log,
                   start_new_session=True)
     rds = [RunDir(sweep_dir / "grpo" / f"seed-{k}") for k in (0, 1)]
-    _wait(lambda: any(_running_at(rd, 1) for rd in rds), 120, "a run to start")
+    wait_until(lambda: any(_running_at(rd, 1) for rd in rds), 120, "a run to start")
     os.killpg(proc.pid, sig)
     rc = proc.wait(timeout=30)
     text = log.read_text()
@@ -228,7 +219,7 @@ def test_wait_detaches_on_ctrl_c_and_hangup(workdir: Path, sweep_dir: Path, tmp_
     if sig == signal.SIGINT:
         assert rc == 130
         assert "the runs go on" in text and f"ccpo-lab cancel {sweep_dir}" in text
-    rows = _wait(lambda: (r := collect_status(sweep_dir)) and all(x.terminal for x in r) and r,
+    rows = wait_until(lambda: (r := collect_status(sweep_dir)) and all(x.terminal for x in r) and r,
                  240, "the runs to finish")
     assert [r.state for r in rows] == ["completed", "completed"]
     assert all(_steps(rd) == list(range(9)) for rd in rds)
@@ -243,7 +234,7 @@ def test_inline_hangup_records_interrupted(workdir: Path, sweep_dir: Path,
     args = _sweep(workdir, "seeds=[0]", "protocol.total_steps=300", "launcher=inline")
     proc = _start(args, tmp_path / "inline.log", start_new_session=True)
     rd = RunDir(sweep_dir / "grpo" / "seed-0")
-    _wait(lambda: _running_at(rd, 1), 120, "the run to start")
+    wait_until(lambda: _running_at(rd, 1), 120, "the run to start")
     os.killpg(proc.pid, signal.SIGHUP)
     assert proc.wait(timeout=30) == 128 + signal.SIGHUP
     st = rd.read_state()

@@ -12,8 +12,6 @@ import os
 import shutil
 import signal
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +26,7 @@ from ccpo_lab.launch.status import collect_status
 from ccpo_lab.launch.submit import launch_sweep
 from ccpo_lab.runs.layout import RunDir, init_run_dir
 from ccpo_lab.runs.metrics import read_metrics
+from tests.conftest import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 
@@ -46,16 +45,6 @@ def cluster() -> None:
         pytest.skip("sinfo timed out: the local Slurm is not up (run `make slurm-up`)")
     if r.returncode != 0:
         pytest.skip(f"the local Slurm is not up (run `make slurm-up`): {r.stderr.strip()}")
-
-
-def _wait(pred: Callable[[], Any], timeout: float, what: str, every: float = 0.25) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def _comparable(rows: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
@@ -109,7 +98,7 @@ def test_array_lands_failure_shows_relaunch_skips(workdir: Path,
 def test_cancel_stops_an_arm(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     sweep_dir = workdir / "results" / "smoke"
     assert main(_sweep_args(workdir, "protocol.total_steps=400", "seeds=[0]")) == 0
-    _wait(lambda: all(r.state == "running" for r in collect_status(sweep_dir)), 60,
+    wait_until(lambda: all(r.state == "running" for r in collect_status(sweep_dir)), 60,
           "both runs to start")
     capsys.readouterr()
     assert main(["cancel", str(sweep_dir), "--arm", "grpo"]) == 0
@@ -118,11 +107,11 @@ def test_cancel_stops_an_arm(workdir: Path, capsys: pytest.CaptureFixture[str]) 
     assert rows["grpo"].state == "cancelled"
     other = next(a for a in rows if a != "grpo")
     assert rows[other].state == "running"
-    _wait(lambda: (query_states([str(rows["grpo"].job_id)]) or {}).get(
+    wait_until(lambda: (query_states([str(rows["grpo"].job_id)]) or {}).get(
         str(rows["grpo"].job_id), {}).get("State") == "CANCELLED", 30, "Slurm to cancel")
     assert main(["cancel", str(sweep_dir)]) == 0
     assert f"cancelled {other} seed 0" in capsys.readouterr().out
-    _wait(lambda: all(r.state == "cancelled" and not r.live
+    wait_until(lambda: all(r.state == "cancelled" and not r.live
                       for r in collect_status(sweep_dir)), 30, "every job to end")
 
 
@@ -148,20 +137,20 @@ def test_requeued_job_resumes_identically(workdir: Path, tmp_path: Path,
     # 1. the scheduler requeues the job from outside and kills it (no signal reaches
     #    Python: SIGKILL at once instead of Slurm's SIGTERM + KillWait, so a fast machine
     #    cannot finish the run meanwhile); the job restarts and resumes
-    _wait(lambda: last_step() >= 2, 60, "step 2 (the first checkpoint)", every=0.05)
+    wait_until(lambda: last_step() >= 2, 60, "step 2 (the first checkpoint)", every=0.05)
     subprocess.run(["scontrol", "requeue", job_id], check=True)
     with contextlib.suppress(ProcessLookupError):
         os.kill(int(rd.read_state()["pid"]), signal.SIGKILL)
-    _wait(lambda: collect_status(sweep_dir)[0].state == "requeued", 15, "status requeued")
-    _wait(lambda: rd.read_state().get("restarts") == 1, 60, "the first restart")
+    wait_until(lambda: collect_status(sweep_dir)[0].state == "requeued", 15, "status requeued")
+    wait_until(lambda: rd.read_state().get("restarts") == 1, 60, "the first restart")
     old = last_step()
     # 2. timeout/preemption: Slurm's USR2 -> submitit calls RunJob.checkpoint -> requeue
-    _wait(lambda: int(rd.read_state().get("step", 0)) >= old + 2, 60,
+    wait_until(lambda: int(rd.read_state().get("step", 0)) >= old + 2, 60,
           "two steps after the restart", every=0.05)
     subprocess.run(["scancel", "--signal=USR2", job_id], check=True)
-    _wait(lambda: rd.read_state().get("state") == "requeued", 15, "state.json requeued")
+    wait_until(lambda: rd.read_state().get("state") == "requeued", 15, "state.json requeued")
     assert collect_status(sweep_dir)[0].state == "requeued"
-    _wait(lambda: rd.read_state().get("state") == "completed", 120, "completion")
+    wait_until(lambda: rd.read_state().get("state") == "completed", 120, "completion")
     assert rd.read_state()["restarts"] == 2
     assert _comparable(read_metrics(rd.metrics)) == expected
     capsys.readouterr()
