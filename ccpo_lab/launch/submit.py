@@ -15,6 +15,8 @@ launcher executes the runs in this process: Ctrl-C cancels the current run and s
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,9 @@ from ccpo_lab.launch.base import parallel
 from ccpo_lab.launch.plan import PlannedRun, launcher_for, plan_sweep
 from ccpo_lab.runs.execute import Stopped
 from ccpo_lab.runs.layout import RunDir, SweepDir, init_run_dir
+
+_OTHERS_POLL_S = 1.0
+"""Seconds between looks at runs another live process executes (see :func:`_finish`)."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,7 @@ def launch_sweep(sw: Sweep, results: str | Path, *, new_run: bool = False, wait:
     launcher.prepare()
     decisions = decide(plan, sweep_dir, retry_failed=retry_failed)
     targets = _write(sw, sweep_dir, plan, decisions, console)
+    meant = [d.planned.run_dir for d in decisions if d.submit and d.planned.run_dir is not None]
     console.print(f"sweep [bold]{sw.name}[/bold] -> {sweep_dir}: {len(plan)} runs "
                   f"({summary(decisions)}); launcher {launcher.kind}: {launcher.resources()}",
                   highlight=False, soft_wrap=True)
@@ -121,7 +127,7 @@ def launch_sweep(sw: Sweep, results: str | Path, *, new_run: bool = False, wait:
     title = f"sweep {sw.name}"
     if not targets:
         console.print("nothing to submit", highlight=False, soft_wrap=True)
-        return _finish(sweep_dir, plan, console, title) if wait else 0
+        return _finish(sweep_dir, plan, console, title, meant) if wait else 0
     sub = launcher.submit(targets, wait=wait)
     SweepDir(sweep_dir).add_submission(launcher=launcher.kind, runs=len(targets),
                                        job_ids=list(sub.job_ids), **sub.record)
@@ -138,7 +144,7 @@ def launch_sweep(sw: Sweep, results: str | Path, *, new_run: bool = False, wait:
         return _stopped(console, sweep_dir, sub.detached, None)
     except Stopped as e:
         return _stopped(console, sweep_dir, sub.detached, e.signum)
-    return _finish(sweep_dir, plan, console, title)
+    return _finish(sweep_dir, plan, console, title, meant)
 
 
 def _write(sw: Sweep, sweep_dir: Path, plan: list[PlannedRun], decisions: list[Decision],
@@ -227,10 +233,32 @@ def _where(console: Any, sweep_dir: Path) -> None:
                   markup=False, soft_wrap=True)
 
 
-def _finish(sweep_dir: Path, plan: list[PlannedRun], console: Any, title: str) -> int:
+def _finish(sweep_dir: Path, plan: list[PlannedRun], console: Any, title: str,
+            submitted: Collection[RunDir] = ()) -> int:
+    """Show the runs' status; 0 when every run is completed, else 1. A run of
+    ``submitted`` (the runs this launch decided to execute) that another live process
+    turned out to execute (two launches raced for it; the other took it first, see
+    :func:`_claim`) is waited for first, so the code says how it ended; runs
+    skipped when planning because another process held them are not (exit 1 while they
+    run)."""
     from ccpo_lab.launch.display import print_status
     from ccpo_lab.launch.status import collect_status
 
-    rows = collect_status(sweep_dir, [p.run_dir for p in plan if p.run_dir is not None])
+    run_dirs = [p.run_dir for p in plan if p.run_dir is not None]
+    rows = collect_status(sweep_dir, run_dirs)
+    mine = {str(rd.path) for rd in submitted}
+
+    def others() -> list[Any]:  # submitted here, found executed by another live process
+        return [r for r in rows if str(r.path) in mine and r.owner is not None
+                and r.owner.pid != os.getpid() and not r.terminal]
+
+    if others():
+        pids = ", ".join(sorted({str(r.owner.pid) for r in others()}))
+        console.print(f"waiting for {len(others())} run(s) this launch submitted, which "
+                      f"another process executes (pid {pids})", highlight=False,
+                      soft_wrap=True)
+        while others():
+            time.sleep(_OTHERS_POLL_S)
+            rows = collect_status(sweep_dir, run_dirs)
     print_status(console, rows, title)
     return 0 if rows and all(r.state == "completed" for r in rows) else 1
