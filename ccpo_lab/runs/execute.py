@@ -281,5 +281,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _exit_now(code: int) -> None:
+    """End this process with ``code`` once stdout and stderr are flushed, skipping the
+    interpreter's teardown: after a run, freeing its engines and modules one object at a
+    time takes about 2.5 s, and every file the run writes is already closed."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    _exit_now(main())
