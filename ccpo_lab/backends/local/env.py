@@ -124,6 +124,8 @@ class AlfworldEnv:
         self.expert = expert
         self.fast = fast
         self._env: Any = None
+        self._lib: Any = None
+        """The fast-downward library copy of the running episode (speed-ups only)."""
         self._loaded: int | None = None
         self._admissible: tuple[str, ...] = ()
         self._steps = 0
@@ -135,10 +137,21 @@ class AlfworldEnv:
         if not 0 <= game_index < len(self.games):
             raise IndexError(f"game index {game_index} out of range 0..{len(self.games) - 1}")
         record = self.games[game_index]
+        lend: Any = contextlib.nullcontext()
+        if self.fast:  # a library copy from the process's pool (see speedups)
+            from ccpo_lab.backends.local import speedups
+
+            speedups.install()
+            if self._lib is None:
+                self._lib = speedups.acquire_lib()
+            lend = speedups.lending(self._lib)
         if self._env is None:
-            self._env = open_engine(str(record.gamefile), max_steps=self.max_steps,
-                                    expert=self.expert, fast=self.fast)
+            with lend:
+                self._env = open_engine(str(record.gamefile), max_steps=self.max_steps,
+                                        expert=self.expert, fast=self.fast)
             self._loaded = game_index
+        if self._lib is not None:
+            self._env.unwrapped.downward_lib = self._lib
         with keep_argv():
             if self._loaded != game_index:
                 self._env.load(str(record.gamefile))
@@ -162,6 +175,11 @@ class AlfworldEnv:
         won = bool(state["won"])
         self._done = bool(done) or won or self._steps >= self.max_steps
         self._admissible = tuple(state["admissible_commands"])
+        if self._done and self._lib is not None:
+            from ccpo_lab.backends.local import speedups
+
+            speedups.release_lib(self._lib)
+            self._lib = None
         return StepResult(observation=state.feedback, reward=SUCCESS_REWARD if won else 0.0,
                           done=self._done, won=won, valid=valid, admissible=self._admissible,
                           steps=self._steps, expert_plan=self._plan(state))

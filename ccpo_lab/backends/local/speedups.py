@@ -31,6 +31,15 @@ and tiny rooms revisit the same states all the time. And ``textgen``'s ``check_f
 which reads a debugging environment variable twice for every symbol it expands, reads each
 variable once per process.
 
+Every engine loads its own copy of fast-downward's shared library (TextWorld copies the
+34 MB file to a temporary directory and loads it: the library keeps the game's state in
+globals). An engine only needs one while an episode runs on it: the game is loaded into the
+library again on every reset. So :class:`~ccpo_lab.backends.local.env.AlfworldEnv` borrows
+one (:func:`acquire_lib`) at reset and returns it when the episode ends
+(:func:`release_lib`), and a process holds as many copies as episodes ever run at once (48
+for the demo's evaluations instead of 144, one per engine), which saves the copying on
+load and freeing them at exit.
+
 Nothing else in the engine changes. ``tests/backends/local/test_env.py`` checks that
 transcripts (observations, admissible commands, rewards) are identical with and without
 it, with the disk cache read from another process. :func:`uninstall` restores the
@@ -73,11 +82,15 @@ def use_disk_cache(directory: Path | None) -> None:
 
 
 @functools.cache
-def _versions() -> tuple[str, ...]:
+def engine_versions() -> tuple[str, ...]:
+    """Versions of the engine's libraries (TextWorld, fast-downward, TatSu)."""
     from importlib.metadata import version
 
-    return (str(DISK_FORMAT), *(version(d) for d in ("textworld", "fast-downward-textworld",
-                                                      "tatsu")))
+    return tuple(version(d) for d in ("textworld", "fast-downward-textworld", "tatsu"))
+
+
+def _versions() -> tuple[str, ...]:
+    return (str(DISK_FORMAT), *engine_versions())
 
 
 def _disk_path(name: str, key: Any) -> Path | None:
@@ -190,6 +203,46 @@ def _memoised_derive(derive: Callable[..., str]) -> Callable[..., str]:
     return cached
 
 
+_FREE_LIBS: list[Any] = []
+"""fast-downward library copies no running episode uses (see :func:`acquire_lib`)."""
+_LENDING: list[Any] = []
+"""The copy a new engine gets instead of a fresh one, while :func:`lending` is open."""
+LIB_COPIES = [0]
+"""Library copies loaded by :func:`acquire_lib` in this process (for tests)."""
+
+
+def acquire_lib() -> Any:
+    """A fast-downward library copy for one episode: a returned one, else a new copy."""
+    if _FREE_LIBS:
+        return _FREE_LIBS.pop()
+    import fast_downward
+
+    LIB_COPIES[0] += 1
+    load = _ORIGINALS["load_lib"][2] if "load_lib" in _ORIGINALS else fast_downward.load_lib
+    return load()
+
+
+def release_lib(lib: Any) -> None:
+    """Give back a copy from :func:`acquire_lib` once its episode is over."""
+    _FREE_LIBS.append(lib)
+
+
+@contextlib.contextmanager
+def lending(lib: Any) -> Any:
+    """Within the block, an engine being built gets ``lib`` instead of its own copy."""
+    _LENDING.append(lib)
+    try:
+        yield
+    finally:
+        _LENDING.pop()
+
+
+def _lent_load_lib() -> Any:
+    if _LENDING:
+        return _LENDING[-1]
+    return _ORIGINALS["load_lib"][2]()
+
+
 def install() -> None:
     """Memoise the engine's parsers and PDDL translator and use the shallow context copy
     in this process (idempotent)."""
@@ -214,6 +267,9 @@ def install() -> None:
         grammar_cls = textgen.ContextSensitiveGrammar
         _ORIGINALS["derive"] = (grammar_cls, "derive", grammar_cls.derive)
         grammar_cls.derive = _memoised_derive(grammar_cls.derive)
+    if "load_lib" not in _ORIGINALS:
+        _ORIGINALS["load_lib"] = (fast_downward, "load_lib", fast_downward.load_lib)
+        fast_downward.load_lib = _lent_load_lib
     if "check_flag" not in _ORIGINALS:
         _ORIGINALS["check_flag"] = (textgen, "check_flag", textgen.check_flag)
         textgen.check_flag = functools.lru_cache(maxsize=None)(textgen.check_flag)

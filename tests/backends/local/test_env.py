@@ -134,6 +134,20 @@ def test_engine_speedups_change_nothing(games: GameSet) -> None:
     assert transcript(games, seed=5) == plain
 
 
+def test_episodes_pass_library_copies_on_and_play_the_same_text(games: GameSet) -> None:
+    speedups.uninstall()
+    try:
+        stock = transcript(games, seed=11, fast=False)
+    finally:
+        speedups.install()
+    copies = speedups.LIB_COPIES[0]
+    speedups._FREE_LIBS.clear()  # start with none to pass on
+    pooled = transcript(games, seed=11)
+    assert pooled == stock
+    # two slots playing three rounds of games: two copies, each passed between games
+    assert speedups.LIB_COPIES[0] - copies == 2 and len(speedups._FREE_LIBS) == 2
+
+
 def test_engines_loaded_from_the_disk_cache_play_the_same_text(games: GameSet,
                                                                 tmp_path: Path) -> None:
     code = ("import sys, hashlib; from pathlib import Path; "
