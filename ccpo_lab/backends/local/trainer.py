@@ -42,6 +42,9 @@ TRAIN_TAG = 0x7A1
 EVAL_TAG = 0xE7A
 ENGINE_CACHE = ".engines"
 """Folder of a game set holding its engines' load-time results (see :mod:`.speedups`)."""
+WARMSTART_CACHE = ".warmstart"
+"""Folder of a game set holding the warm-started policies its runs share (see
+:mod:`.warmstart`)."""
 
 
 class Trainer:
@@ -87,7 +90,7 @@ class Trainer:
         t0 = time.perf_counter()
         stats = warm_start(self.policy, self.games.train, self.train_pool, self.prompts,
                            cfg.warmstart_demos, cfg.warmstart_epochs, cfg.warmstart_lr,
-                           self.run.seed, self.tgen)
+                           self.run.seed, self.tgen, cache=self.games.root / WARMSTART_CACHE)
         self.timer.add("warm_start", time.perf_counter() - t0)
         self.ref = self._frozen_copy()
         return stats

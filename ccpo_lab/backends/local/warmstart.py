@@ -8,12 +8,26 @@ expert's solutions of that many training games, replayed on the real engine and 
 with the same prompts the policy reads in RL. The warm-started policy is the reference
 policy. Demonstrations are drawn with a generator keyed by the run seed, so every arm of a
 seed starts from the same policy.
+
+That policy is computed once per seed: with a ``cache`` folder (the game set's), the result
+(parameters, the torch generator's state after it, the statistics) is kept in a file keyed
+by a hash of everything it depends on: the initial parameters and generator state, the
+demonstrations' games, settings and seed, the torch and engine versions, the thread count
+and the source of this backend. The other arms of the seed load it instead of cloning the
+same demonstrations again, and continue bit for bit as if they had (a test compares the
+metrics byte for byte).
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import io
+import os
+import tempfile
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -60,12 +74,90 @@ def demonstrations(game: GameRecord, pool: EnginePool, prompts: PromptSettings) 
     return rows
 
 
+CACHE_FORMAT = 1
+"""Part of every cache key: bump it when what a cached file holds changes."""
+
+
+@functools.cache
+def _source_digest() -> str:
+    """A hash of this backend's source files (a cached result never outlives an edit)."""
+    h = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def _cache_key(policy: ActionScorer, games: Sequence[GameRecord], pool: EnginePool,
+               prompts: PromptSettings, settings: tuple[int, int, float, int],
+               generator: torch.Generator) -> str:
+    from ccpo_lab.backends.local import speedups
+
+    h = hashlib.sha256()
+    for part in (CACHE_FORMAT, _source_digest(), torch.__version__, torch.get_num_threads(),
+                 speedups.engine_versions(), settings, prompts, pool.max_steps,
+                 [str(g.gamefile) for g in games]):
+        h.update(repr(part).encode() + b"\0")
+    for name, tensor in policy.state_dict().items():
+        h.update(name.encode() + tensor.numpy().tobytes())
+    h.update(generator.get_state().numpy().tobytes())
+    return h.hexdigest()[:32]
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    try:
+        data: dict[str, Any] = torch.load(path, weights_only=True)
+    except Exception:  # noqa: BLE001 - missing or damaged: compute it again
+        return None
+    return data
+
+
+def _store(path: Path, data: dict[str, Any]) -> None:
+    buf = io.BytesIO()
+    torch.save(data, buf)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+        with os.fdopen(fd, "wb") as f:
+            f.write(buf.getvalue())
+        os.replace(tmp, path)
+    except OSError:  # a read-only or full disk only costs the sharing
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+
+
 def warm_start(policy: ActionScorer, games: Sequence[GameRecord], pool: EnginePool,
                prompts: PromptSettings, n_demos: int, epochs: int, lr: float, seed: int,
-               generator: torch.Generator) -> dict[str, float]:
-    """Behaviour-clone ``policy`` in place on ``n_demos`` expert solutions; returns stats."""
+               generator: torch.Generator, cache: Path | None = None) -> dict[str, float]:
+    """Behaviour-clone ``policy`` in place on ``n_demos`` expert solutions; returns stats.
+
+    ``cache``: a folder where the result is shared with the other runs of the seed (see the
+    module docstring; None: always computed here).
+    """
     if n_demos <= 0 or epochs <= 0:
         return {}
+    path = None
+    if cache is not None:
+        key = _cache_key(policy, games, pool, prompts, (n_demos, epochs, lr, int(seed)),
+                         generator)
+        path = Path(cache) / f"warmstart-{key}.pt"
+        hit = _load(path)
+        if hit is not None:
+            policy.load_state_dict(hit["policy"])
+            generator.set_state(hit["generator"])
+            policy.eval()
+            return {k: float(v) for k, v in hit["stats"].items()}
+    stats = _behaviour_clone(policy, games, pool, prompts, n_demos, epochs, lr, seed,
+                             generator)
+    if path is not None:
+        _store(path, {"policy": policy.state_dict(), "generator": generator.get_state(),
+                      "stats": stats})
+    return stats
+
+
+def _behaviour_clone(policy: ActionScorer, games: Sequence[GameRecord], pool: EnginePool,
+                     prompts: PromptSettings, n_demos: int, epochs: int, lr: float,
+                     seed: int, generator: torch.Generator) -> dict[str, float]:
     rng = np.random.default_rng([WARM_TAG, int(seed)])
     picked = rng.choice(len(games), size=min(n_demos, len(games)), replace=False)
     rows = [d for i in sorted(int(j) for j in picked)

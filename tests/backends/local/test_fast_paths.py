@@ -4,7 +4,9 @@
 The plain path is the code they replace, selected here by patching: the policy recomputes
 the action tokens' overlap flags from every (sub-)batch it scores, the rollouts score every
 lockstep batch (no reuse of an identical batch's logits), gradient-free passes run under
-``torch.no_grad``, and engines load without the disk cache.
+``torch.no_grad``, engines load without the disk cache, every episode runs on a
+fast-downward library copy of its own (none is passed on to another engine's episode), and
+every run clones its own warm start (none is loaded from another run's).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from ccpo_lab.backends.local import speedups, warmstart
 from ccpo_lab.backends.local import trainer as trainer_mod
 from ccpo_lab.backends.local.policy import ActionScorer, PolicyInput, token_overlap
 from ccpo_lab.runs.metrics import read_metrics
@@ -42,7 +45,14 @@ def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_disk_cache(directory: Path | None) -> None:
         return None
 
+    def fresh_lib() -> object:
+        return speedups._ORIGINALS["load_lib"][2]()
+
     monkeypatch.setattr(ActionScorer, "forward", forward)
+    monkeypatch.setattr(speedups, "acquire_lib", fresh_lib)
+    monkeypatch.setattr(speedups, "release_lib", lambda lib: None)
+    monkeypatch.setattr(warmstart, "_load", lambda path: None)
+    monkeypatch.setattr(warmstart, "_store", lambda path, data: None)
     monkeypatch.setattr(trainer_mod, "play", play)
     monkeypatch.setattr(torch, "inference_mode", torch.no_grad)
     monkeypatch.setattr("ccpo_lab.backends.local.speedups.use_disk_cache", no_disk_cache)
@@ -72,10 +82,14 @@ def test_fast_paths_write_the_same_bytes_as_the_plain_code(
     fast = _sweep(workdir, tmp_path / "fast", games)
     assert any((games / d / trainer_mod.ENGINE_CACHE).is_dir() for d in
                (p.name for p in games.iterdir()))
+    # one warm start for the seed: the second arm loaded the first one's
+    shared = list(games.glob(f"*/{trainer_mod.WARMSTART_CACHE}/warmstart-*.pt"))
+    assert len(shared) == 1
     with monkeypatch.context() as m:
         _plain(m)
         plain = _sweep(workdir, tmp_path / "plain", games)
     assert sorted(fast) == sorted(plain) and len(fast) == 4
+    assert speedups._FREE_LIBS  # the fast sweep passed library copies on
     for name in fast:
         assert fast[name] == plain[name], name
     # the comparison means something only if the policy learned on the way
