@@ -140,6 +140,41 @@ def test_logits_mask_padding_and_do_not_depend_on_batch_padding() -> None:
     assert h_both.shape == (2, SHAPE.hidden_dim)
 
 
+def test_actions_are_read_once_per_distinct_row_with_the_same_values_and_gradients() -> None:
+    a, b = _turns()
+    batch = collate([a, b, a, b, b])  # repeated turns, "go to fridge 1" in both, padding
+    pol = ActionScorer(SHAPE, torch.Generator().manual_seed(0))
+    ids, flags = batch.action_ids, batch.token_flags
+
+    def every_row() -> torch.Tensor:  # the action GRU over all B x A rows, one by one
+        rows = []
+        for i in range(ids.shape[0]):
+            for j in range(ids.shape[1]):
+                x = torch.cat([pol.embed(ids[i, j]), flags[i, j]], dim=-1)[None]
+                out, _ = pol.action_rnn(x)
+                n = max(1, int((ids[i, j] != 0).sum()))
+                rows.append(pol.action_out(torch.tanh(out[0, n - 1])))
+        return torch.stack(rows).reshape(ids.shape[0], ids.shape[1], -1)
+
+    calls = []
+    hook = pol.action_rnn.register_forward_hook(lambda m, i, o: calls.append(i[0].shape[0]))
+    fast = pol.embed_actions(ids, flags)
+    hook.remove()
+    distinct = len({(tuple(ids[i, j].tolist()), tuple(flags[i, j].flatten().tolist()))
+                    for i in range(ids.shape[0]) for j in range(ids.shape[1])})
+    assert calls == [distinct] and distinct < ids.shape[0] * ids.shape[1]
+    w = torch.randn(fast.shape, generator=torch.Generator().manual_seed(1))
+    (fast * w).sum().backward()
+    grads = {k: p.grad.clone() for k, p in pol.named_parameters() if p.grad is not None}
+    pol.zero_grad()
+    slow = every_row()
+    (slow * w).sum().backward()
+    assert torch.allclose(fast, slow, atol=1e-6)
+    assert grads.keys() == {k for k, p in pol.named_parameters() if p.grad is not None}
+    for k, g in grads.items():
+        assert torch.allclose(g, dict(pol.named_parameters())[k].grad, atol=1e-6), k
+
+
 def test_chosen_logprobs_and_entropy_by_hand() -> None:
     logits = torch.tensor([[0.0, math.log(3.0), float("-inf")]])
     logp, ent = chosen_logprobs(logits, torch.tensor([1]))
