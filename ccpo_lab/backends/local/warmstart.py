@@ -12,10 +12,10 @@ seed starts from the same policy.
 That policy is computed once per seed: with a ``cache`` folder (the game set's), the result
 (parameters, the torch generator's state after it, the statistics) is kept in a file keyed
 by a hash of everything it depends on: the initial parameters and generator state, the
-demonstrations' games, settings and seed, the torch and engine versions, the thread count
-and the source of this backend. The other arms of the seed load it instead of cloning the
-same demonstrations again, and continue bit for bit as if they had (a test compares the
-metrics byte for byte).
+demonstrations' games, settings and seed, the torch, numpy and engine versions, the thread
+count and the source of this backend. The other arms of the seed load it instead of
+cloning the same demonstrations again, and continue bit for bit as if they had (a test
+compares the metrics byte for byte).
 """
 
 from __future__ import annotations
@@ -93,7 +93,8 @@ def _cache_key(policy: ActionScorer, games: Sequence[GameRecord], pool: EnginePo
     from ccpo_lab.backends.local import speedups
 
     h = hashlib.sha256()
-    for part in (CACHE_FORMAT, _source_digest(), torch.__version__, torch.get_num_threads(),
+    for part in (CACHE_FORMAT, _source_digest(), torch.__version__, np.__version__,
+                 torch.get_num_threads(),
                  speedups.engine_versions(), settings, prompts, pool.max_steps,
                  [str(g.gamefile) for g in games]):
         h.update(repr(part).encode() + b"\0")
