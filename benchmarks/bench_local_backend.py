@@ -19,7 +19,8 @@ jobs share; the load average is printed), and the policy's share of the training
 its parts. ``--rss-steps``: the peak resident memory of one run (a fresh process that
 trains the arm for that many steps, engines and warm start included; goal: no more than
 before). For context it also times raw play on the stock engine
-(:mod:`ccpo_lab.backends.local.speedups` removed, same engines): the ratio's denominator
+(:mod:`ccpo_lab.backends.local.speedups` removed, the same games on engines opened without
+them, loading not timed): the ratio's denominator
 is the sped-up engine the training loop really uses. Figures only, no assertion.
 """
 
@@ -174,9 +175,13 @@ def main() -> None:
         _peak_rss(args, cache)
     if args.stock_steps:  # last: uninstalling the speed-ups empties their caches
         from ccpo_lab.backends.local import speedups
+        from ccpo_lab.backends.local.env import AlfworldEnv
 
         speedups.uninstall()
-        n, s, _ = _raw_play(train_engines, args.stock_steps, np.random.default_rng(0))
+        stock = [AlfworldEnv([g], max_steps=p.max_steps, fast=False) for g in games.train]
+        for env in stock:  # loading is not timed
+            env.reset(0)
+        n, s, _ = _raw_play(stock, args.stock_steps, np.random.default_rng(0))
         print(f"context: the stock engine (no speed-ups) plays {n / s:.0f} random steps/s on "
               f"the same games; the speed-ups make raw play {raw_rate / (n / s):.1f}x faster")
 
