@@ -17,10 +17,10 @@ Prints environment steps per second of both and their ratio (goal >= 0.5), by th
 clock and by this process's CPU time (the CPU ratio is the one to trust on a machine other
 jobs share; the load average is printed), and the policy's share of the training loop with
 its parts. ``--rss-steps``: the peak resident memory of one run (a fresh process that
-trains the arm for that many steps, engines and warm start included; goal: no more than
-before). For context it also times raw play on the stock engine
-(:mod:`ccpo_lab.backends.local.speedups` removed, the same games on engines opened without
-them, loading not timed): the ratio's denominator
+trains the arm for that many steps, engines and warm start included, the warm start cloned
+as the first arm of a seed does; goal: no more than before). For context it also times raw
+play on the stock engine (:mod:`ccpo_lab.backends.local.speedups` removed, the same games
+on engines opened without them, loading not timed): the ratio's denominator
 is the sped-up engine the training loop really uses. Figures only, no assertion.
 """
 
@@ -64,9 +64,18 @@ def _load() -> str:
                                                                  os.cpu_count())
 
 
+def _clone_warm_start() -> None:
+    """Make this process clone its warm start instead of loading a shared one (the first
+    arm of each seed does; the figures are those of that run)."""
+    from ccpo_lab.backends.local import warmstart
+
+    warmstart._load = lambda path: None  # type: ignore[assignment]
+
+
 def _one_run(args: argparse.Namespace) -> None:
     """Child mode: train the arm for ``--rss-steps`` steps in a fresh run directory and
     print this process's peak resident memory."""
+    _clone_warm_start()
     from ccpo_lab.backends.local.runner import train
     from ccpo_lab.config.sweep import load_sweep
     from ccpo_lab.runs.layout import RunDir, init_run_dir
@@ -120,6 +129,7 @@ def main() -> None:
     from ccpo_lab.config.sweep import load_sweep
 
     print(_load())
+    _clone_warm_start()
     sw = load_sweep(args.sweep, args.overrides)
     run = next(r for r in sw.runs if r.arm == args.arm)
     p, cfg = run.protocol, run.backend.local
