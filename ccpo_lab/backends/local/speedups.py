@@ -111,11 +111,14 @@ def _disk_read(path: Path | None) -> tuple[Any, bytes | None]:
         return None, None
 
 
-def _disk_write(path: Path | None, blob: bytes) -> None:
+def write_cache_file(path: Path | None, blob: bytes) -> None:
+    """Write a cache file atomically (None: nothing); a read-only or full disk only costs
+    the caching."""
     if path is None:
         return
     tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
         with os.fdopen(fd, "wb") as f:
             f.write(blob)
@@ -144,7 +147,7 @@ def _memoised(fn: Callable[..., Any], copies: bool, name: str, persist: bool
             value = fn(*args, **kwargs)
             if copies or path is not None:
                 blob = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-                _disk_write(path, blob)
+                write_cache_file(path, blob)
         if len(cache) >= MAX_ENTRIES:
             cache.clear()
         if not copies:

@@ -23,8 +23,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -113,18 +111,11 @@ def _load(path: Path) -> dict[str, Any] | None:
 
 
 def _store(path: Path, data: dict[str, Any]) -> None:
+    from ccpo_lab.backends.local import speedups
+
     buf = io.BytesIO()
     torch.save(data, buf)
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-        with os.fdopen(fd, "wb") as f:
-            f.write(buf.getvalue())
-        os.replace(tmp, path)
-    except OSError:  # a read-only or full disk only costs the sharing
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
+    speedups.write_cache_file(path, buf.getvalue())
 
 
 def warm_start(policy: ActionScorer, games: Sequence[GameRecord], pool: EnginePool,
