@@ -9,6 +9,8 @@ What a run leaves in its directory (see :mod:`ccpo_lab.runs.layout`):
   before the first update;
 - ``run.json["estimator_instantiated"]``: the estimator actually built (the run fails at
   start if it differs from the configuration); ``run.json["games"]``: the game set;
+  ``run.json["warm_start"]``: the warm start's file shared by the seed's runs and whether
+  this run loaded it (see :mod:`.warmstart`);
 - ``checkpoints/step-<k>.pt`` every ``save_freq`` steps and at the end.
 
 A restarted run resumes from its newest checkpoint, first dropping metric rows after it,
@@ -163,6 +165,8 @@ def train(run: RunConfig, rd: RunDir, placement: Placement | None = None,
     else:
         truncate_metrics(rd.metrics, -1)
         row = trainer.initialise()
+        if trainer.warm_start_provenance is not None:
+            rd.update_run(warm_start=trainer.warm_start_provenance)
         row.update(trainer.evaluate(0))
         last_val = row.get(VAL_METRIC)
         append_metrics(rd.metrics, 0, row)

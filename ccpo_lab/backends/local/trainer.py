@@ -72,6 +72,8 @@ class Trainer:
         self.train_pool = EnginePool(p.max_steps)
         self.eval_pool = EnginePool(p.max_steps)
         self.timer = Timer()
+        self.warm_start_provenance: dict[str, Any] | None = None
+        """Where :meth:`initialise`'s warm start came from (for ``run.json``)."""
 
     def _frozen_copy(self) -> ActionScorer:
         ref = copy.deepcopy(self.policy).eval()
@@ -88,12 +90,13 @@ class Trainer:
 
         cfg = self.run.backend.local
         t0 = time.perf_counter()
-        stats = warm_start(self.policy, self.games.train, self.train_pool, self.prompts,
-                           cfg.warmstart_demos, cfg.warmstart_epochs, cfg.warmstart_lr,
-                           self.run.seed, self.tgen, cache=self.games.root / WARMSTART_CACHE)
+        done = warm_start(self.policy, self.games.train, self.train_pool, self.prompts,
+                          cfg.warmstart_demos, cfg.warmstart_epochs, cfg.warmstart_lr,
+                          self.run.seed, self.tgen, cache=self.games.root / WARMSTART_CACHE)
         self.timer.add("warm_start", time.perf_counter() - t0)
+        self.warm_start_provenance = done.provenance()
         self.ref = self._frozen_copy()
-        return stats
+        return dict(done.stats)
 
     # -- state ----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

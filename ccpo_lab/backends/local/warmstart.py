@@ -24,6 +24,7 @@ import functools
 import hashlib
 import io
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -118,16 +119,34 @@ def _store(path: Path, data: dict[str, Any]) -> None:
     speedups.write_cache_file(path, buf.getvalue())
 
 
+@dataclass(frozen=True)
+class WarmStart:
+    """What :func:`warm_start` did."""
+
+    stats: dict[str, float]
+    """``warmstart/*`` statistics (empty when there was no warm start)."""
+    file: Path | None = None
+    """The file shared with the other runs of the seed (None: no ``cache``)."""
+    loaded: bool = False
+    """Whether the result was loaded from that file (another run computed it)."""
+
+    def provenance(self) -> dict[str, Any] | None:
+        """For ``run.json``: the shared file and whether it was loaded (None: no file)."""
+        if self.file is None:
+            return None
+        return {"file": str(self.file), "loaded": self.loaded}
+
+
 def warm_start(policy: ActionScorer, games: Sequence[GameRecord], pool: EnginePool,
                prompts: PromptSettings, n_demos: int, epochs: int, lr: float, seed: int,
-               generator: torch.Generator, cache: Path | None = None) -> dict[str, float]:
-    """Behaviour-clone ``policy`` in place on ``n_demos`` expert solutions; returns stats.
+               generator: torch.Generator, cache: Path | None = None) -> WarmStart:
+    """Behaviour-clone ``policy`` in place on ``n_demos`` expert solutions.
 
     ``cache``: a folder where the result is shared with the other runs of the seed (see the
     module docstring; None: always computed here).
     """
     if n_demos <= 0 or epochs <= 0:
-        return {}
+        return WarmStart({})
     path = None
     if cache is not None:
         key = _cache_key(policy, games, pool, prompts, (n_demos, epochs, lr, int(seed)),
@@ -138,13 +157,13 @@ def warm_start(policy: ActionScorer, games: Sequence[GameRecord], pool: EnginePo
             policy.load_state_dict(hit["policy"])
             generator.set_state(hit["generator"])
             policy.eval()
-            return {k: float(v) for k, v in hit["stats"].items()}
+            return WarmStart({k: float(v) for k, v in hit["stats"].items()}, path, True)
     stats = _behaviour_clone(policy, games, pool, prompts, n_demos, epochs, lr, seed,
                              generator)
     if path is not None:
         _store(path, {"policy": policy.state_dict(), "generator": generator.get_state(),
                       "stats": stats})
-    return stats
+    return WarmStart(stats, path)
 
 
 def _behaviour_clone(policy: ActionScorer, games: Sequence[GameRecord], pool: EnginePool,

@@ -210,4 +210,10 @@ def test_step1_rollouts_are_identical_across_arms_and_differ_across_seeds(
         assert read_metrics(rd.metrics)[0] == read_metrics(runs[("grpo", key[1])][1].metrics)[0]
     assert prints[("grpo", 0)] == prints[("gigpo", 0)]
     assert prints[("grpo", 0)] != prints[("grpo", 1)]
+    # one warm start per seed, shared through the game set's folder: the second arm loads it
+    shared = {key: runs[key][1].read_run()["warm_start"]
+              for key in (("grpo", 0), ("gigpo", 0), ("grpo", 1))}
+    assert shared[("gigpo", 0)] == {"file": shared[("grpo", 0)]["file"], "loaded": True}
+    assert shared[("grpo", 1)]["file"] != shared[("grpo", 0)]["file"]
+    assert Path(shared[("grpo", 0)]["file"]).is_file()
     assert [(k, n) for k, n, _ in seen] == [(0, 1), (1, 1)] * 3
