@@ -218,11 +218,9 @@ def acquire_lib() -> Any:
     """A fast-downward library copy for one episode: a returned one, else a new copy."""
     if _FREE_LIBS:
         return _FREE_LIBS.pop()
-    import fast_downward
-
+    install()
     LIB_COPIES[0] += 1
-    load = _ORIGINALS["load_lib"][2] if "load_lib" in _ORIGINALS else fast_downward.load_lib
-    return load()
+    return _ORIGINALS["load_lib"][2]()
 
 
 def release_lib(lib: Any) -> None:
