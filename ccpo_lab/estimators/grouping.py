@@ -25,21 +25,27 @@ def factorize(values: Sequence[Any] | np.ndarray, name: str) -> tuple[np.ndarray
     sorted order of the unique values when they can be sorted (so they do not depend on
     row order). A missing value (``None``/NaN) raises :class:`BatchError` naming ``name``.
     """
-    import pandas as pd
-
     from ccpo_lab.estimators.errors import BatchError
 
     arr = values if isinstance(values, np.ndarray) else np.asarray(list(values), dtype=object)
     if arr.ndim != 1:
         raise BatchError(f"expected a 1-d sequence, got shape {arr.shape}", key=name)
-    try:
-        codes, uniques = pd.factorize(arr, sort=True)
-    except TypeError:  # mixed types that cannot be sorted (e.g. str and int)
-        codes, uniques = pd.factorize(arr, sort=False)
-    if len(arr) and int(codes.min()) < 0:
-        bad = int(np.flatnonzero(codes < 0)[0])
+    if arr.dtype == object:
+        for i, v in enumerate(arr):
+            if v is None or (isinstance(v, float) and v != v):
+                raise BatchError(f"missing value at row {i}", key=name, value=v)
+    elif arr.dtype.kind in "fc" and len(arr) and np.isnan(arr).any():
+        bad = int(np.flatnonzero(np.isnan(arr))[0])
         raise BatchError(f"missing value at row {bad}", key=name, value=arr[bad])
-    return codes.astype(np.int64, copy=False), np.asarray(uniques, dtype=object)
+    try:
+        uniques, codes = np.unique(arr, return_inverse=True)
+    except TypeError:  # mixed types that cannot be sorted (e.g. str and int): first seen
+        first: dict[Any, int] = {}
+        codes = np.fromiter((first.setdefault(v, len(first)) for v in arr.tolist()),
+                            dtype=np.int64, count=len(arr))
+        uniques = np.empty(len(first), dtype=object)
+        uniques[:] = list(first)
+    return codes.astype(np.int64, copy=False).reshape(-1), np.asarray(uniques, dtype=object)
 
 
 def group_ids(*codes: torch.Tensor) -> tuple[torch.Tensor, int]:
