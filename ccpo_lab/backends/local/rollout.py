@@ -185,6 +185,18 @@ def play(policy: ActionScorer, pool: EnginePool, games: Sequence[GameRecord],
     timer.env += time.perf_counter() - t0
     live = list(range(len(games)))
     histories: list[list[Turn]] = [[] for _ in games]
+    with policy.frozen():
+        _lockstep(policy, engines, episodes, games, obs, adm, live, histories, temperature,
+                  rng, prompts, timer, logits_cache)
+    return episodes
+
+
+def _lockstep(policy: ActionScorer, engines: list[AlfworldEnv], episodes: list[Episode],
+              games: Sequence[GameRecord], obs: list[str], adm: list[tuple[str, ...]],
+              live: list[int], histories: list[list[Turn]], temperature: float,
+              rng: np.random.Generator, prompts: PromptSettings, timer: Timer,
+              logits_cache: dict[tuple[TurnInput, ...], torch.Tensor] | None) -> None:
+    """:func:`play`'s turns until every episode has ended."""
     while live:
         t0 = time.perf_counter()
         inputs, cands = [], []
@@ -211,7 +223,6 @@ def play(policy: ActionScorer, pool: EnginePool, games: Sequence[GameRecord],
                 still.append(i)
         live = still
         timer.env += time.perf_counter() - t0
-    return episodes
 
 
 def _pick(policy: ActionScorer, inputs: list[TurnInput], temperature: float,
@@ -230,7 +241,7 @@ def _pick(policy: ActionScorer, inputs: list[TurnInput], temperature: float,
         key = tuple(inputs)
         logits = None if logits_cache is None else logits_cache.get(key)
         if logits is None:
-            logits, _ = policy(collate(inputs))
+            logits, _ = policy(collate(inputs, dedup=False))
             if logits_cache is not None:
                 logits_cache[key] = logits
         picks = sample_actions(logits, temperature, rng)

@@ -175,7 +175,7 @@ def _behaviour_clone(policy: ActionScorer, games: Sequence[GameRecord], pool: En
             for d in demonstrations(games[i], pool, prompts)]
     inputs = collate([r[0] for r in rows])
     target = torch.tensor([r[1] for r in rows], dtype=torch.int64)
-    optim = torch.optim.Adam(policy.parameters(), lr=lr)
+    optim = torch.optim.Adam(policy.parameters(), lr=lr, fused=True)
     policy.train()
     loss = torch.zeros(())
     for _ in range(epochs):

@@ -2,11 +2,13 @@
 ``metrics.jsonl`` and step-1 rollouts, byte for byte, with them and with the plain code.
 
 The plain path is the code they replace, selected here by patching: the policy recomputes
-the action tokens' overlap flags from every (sub-)batch it scores, the rollouts score every
-lockstep batch (no reuse of an identical batch's logits), gradient-free passes run under
-``torch.no_grad``, engines load without the disk cache, every episode runs on a
-fast-downward library copy of its own (none is passed on to another engine's episode), and
-every run clones its own warm start (none is loaded from another run's).
+the action tokens' overlap flags from every (sub-)batch it scores and finds the distinct
+action rows itself (``torch.unique``, not the ranks :func:`collate` numbered), the
+rollouts score every lockstep batch (no reuse of an identical batch's logits),
+gradient-free passes run under ``torch.no_grad``, engines load without the disk cache,
+every episode runs on a fast-downward library copy of its own (none is passed on to
+another engine's episode), and every run clones its own warm start (none is loaded from
+another run's).
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def forward(self: ActionScorer, batch: PolicyInput) -> tuple[torch.Tensor, torch.Tensor]:
         flags = token_overlap(batch.action_ids, batch.prompt_ids, batch.segments)
-        return real_forward(self, dataclasses.replace(batch, token_flags=flags))
+        return real_forward(self, dataclasses.replace(batch, token_flags=flags,
+                                                      action_row=None))
 
     def play(*args: object, logits_cache: object = None, **kwargs: object) -> object:
         return real_play(*args, **kwargs)

@@ -10,13 +10,18 @@ import pytest
 import torch
 
 from ccpo_lab.backends.local.policy import (
+    CONV_WIDTH,
+    PROMPT_SEGMENTS,
     ActionScorer,
     PolicyShape,
+    _row_keys,
     chosen_logprobs,
     collate,
+    distinct_rows,
     kl_penalty,
     overlap,
     sample_actions,
+    token_overlap,
 )
 from ccpo_lab.backends.local.prompts import (
     SEG_ACTIONS,
@@ -35,7 +40,9 @@ from ccpo_lab.backends.local.prompts import (
 
 V = 512
 SETTINGS = PromptSettings(history_length=2, max_prompt_length=256, vocab_size=V)
-SHAPE = PolicyShape(vocab_size=V, embed_dim=8, hidden_dim=12)
+SHAPE = PolicyShape(vocab_size=V, embed_dim=8, hidden_dim=12, encoder="conv")
+GRU = PolicyShape(vocab_size=V, embed_dim=8, hidden_dim=12, encoder="gru")
+BOTH = pytest.mark.parametrize("shape", [SHAPE, GRU], ids=["conv", "gru"])
 START = ("-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of a room. Looking "
          "quickly around you, you see a countertop 1, and a fridge 1.\n\nYour task is to: put "
          "a cool cup in sinkbasin.")
@@ -117,20 +124,22 @@ def test_overlap_counts_action_words_found_in_each_segment() -> None:
     assert o[2].tolist() == [0.0, 0.0, 0.0]
 
 
-def test_policy_init_is_seeded_and_leaves_global_rng_alone() -> None:
+@BOTH
+def test_policy_init_is_seeded_and_leaves_global_rng_alone(shape: PolicyShape) -> None:
     before = torch.get_rng_state().clone()
-    p1 = ActionScorer(SHAPE, torch.Generator().manual_seed(3))
-    p2 = ActionScorer(SHAPE, torch.Generator().manual_seed(3))
-    p3 = ActionScorer(SHAPE, torch.Generator().manual_seed(4))
+    p1 = ActionScorer(shape, torch.Generator().manual_seed(3))
+    p2 = ActionScorer(shape, torch.Generator().manual_seed(3))
+    p3 = ActionScorer(shape, torch.Generator().manual_seed(4))
     assert torch.equal(before, torch.get_rng_state())
     assert all(torch.equal(x, y) for x, y in zip(p1.parameters(), p2.parameters(), strict=True))
     assert not torch.equal(p1.embed.weight, p3.embed.weight)
     assert torch.count_nonzero(p1.embed.weight[0]) == 0
 
 
-def test_logits_mask_padding_and_do_not_depend_on_batch_padding() -> None:
+@BOTH
+def test_logits_mask_padding_and_do_not_depend_on_batch_padding(shape: PolicyShape) -> None:
     a, b = _turns()
-    pol = ActionScorer(SHAPE, torch.Generator().manual_seed(0))
+    pol = ActionScorer(shape, torch.Generator().manual_seed(0))
     with torch.no_grad():
         both, h_both = pol(collate([a, b]))
         alone, h_alone = pol(collate([b]))
@@ -140,25 +149,39 @@ def test_logits_mask_padding_and_do_not_depend_on_batch_padding() -> None:
     assert h_both.shape == (2, SHAPE.hidden_dim)
 
 
-def test_actions_are_read_once_per_distinct_row_with_the_same_values_and_gradients() -> None:
+def _one_action(pol: ActionScorer, ids: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
+    """The action encoder of the module docstring, written out for one action (La,)."""
+    x = torch.cat([pol.embed(ids), flags], dim=-1)
+    real = int((ids != 0).sum())  # words come first, then padding
+    n = max(1, real)
+    if pol.gru:
+        out, _ = pol.action_rnn(x[None])
+        last = out[0, n - 1]
+    else:
+        h = pol.shape.hidden_dim
+        words = pol.action_words(x)
+        last = words[:real, :h].sum(0) / n + words[0, h:]  # the mean of the real words
+    return pol.action_out(torch.tanh(last))
+
+
+@BOTH
+@pytest.mark.parametrize("precomputed", [True, False], ids=["collated", "found"])
+def test_actions_are_read_once_per_distinct_row_with_the_same_values_and_gradients(
+        shape: PolicyShape, precomputed: bool) -> None:
     a, b = _turns()
     batch = collate([a, b, a, b, b])  # repeated turns, "go to fridge 1" in both, padding
-    pol = ActionScorer(SHAPE, torch.Generator().manual_seed(0))
+    pol = ActionScorer(shape, torch.Generator().manual_seed(0))
     ids, flags = batch.action_ids, batch.token_flags
 
-    def every_row() -> torch.Tensor:  # the action GRU over all B x A rows, one by one
-        rows = []
-        for i in range(ids.shape[0]):
-            for j in range(ids.shape[1]):
-                x = torch.cat([pol.embed(ids[i, j]), flags[i, j]], dim=-1)[None]
-                out, _ = pol.action_rnn(x)
-                n = max(1, int((ids[i, j] != 0).sum()))
-                rows.append(pol.action_out(torch.tanh(out[0, n - 1])))
+    def every_row() -> torch.Tensor:  # all B x A rows, one by one
+        rows = [_one_action(pol, ids[i, j], flags[i, j])
+                for i in range(ids.shape[0]) for j in range(ids.shape[1])]
         return torch.stack(rows).reshape(ids.shape[0], ids.shape[1], -1)
 
     calls = []
-    hook = pol.action_rnn.register_forward_hook(lambda m, i, o: calls.append(i[0].shape[0]))
-    fast = pol.embed_actions(ids, flags)
+    reader = pol.action_rnn if pol.gru else pol.action_words
+    hook = reader.register_forward_hook(lambda m, i, o: calls.append(i[0].shape[0]))
+    fast = pol.embed_actions(ids, flags, batch.action_row if precomputed else None)
     hook.remove()
     distinct = len({(tuple(ids[i, j].tolist()), tuple(flags[i, j].flatten().tolist()))
                     for i in range(ids.shape[0]) for j in range(ids.shape[1])})
@@ -173,6 +196,50 @@ def test_actions_are_read_once_per_distinct_row_with_the_same_values_and_gradien
     assert grads.keys() == {k for k, p in pol.named_parameters() if p.grad is not None}
     for k, g in grads.items():
         assert torch.allclose(g, dict(pol.named_parameters())[k].grad, atol=1e-6), k
+
+
+def test_distinct_rows_number_rows_in_torch_unique_order_and_collate_flags_match() -> None:
+    gen = torch.Generator().manual_seed(5)
+    for trial in range(20):  # small values: many repeats; large ones: byte order matters
+        high = 3 if trial % 2 else 70_000
+        ids = torch.randint(0, high, (6, 5, 4), generator=gen)
+        flags = torch.randint(0, 2, (6, 5, 4, 3), generator=gen).float()
+        _, inverse = torch.unique(_row_keys(ids, flags), dim=0, return_inverse=True)
+        assert torch.equal(distinct_rows(ids, flags), inverse.reshape(6, 5))
+    batch = collate([*_turns(), *_turns()[::-1]])
+    assert torch.equal(batch.token_flags,
+                       token_overlap(batch.action_ids, batch.prompt_ids, batch.segments))
+    sub = batch.select(torch.tensor([3, 1]))
+    assert torch.equal(sub.action_row, batch.action_row[torch.tensor([3, 1])])
+
+
+def test_conv_encoder_matches_its_definition_whichever_way_it_is_computed() -> None:
+    """Causal convolution of word embeddings (relu), summary = tanh(W [segment means]); the
+    vocabulary-table path (many words) and the per-word path (few) agree."""
+    pol = ActionScorer(SHAPE, torch.Generator().manual_seed(2))
+    a, b = _turns()
+    one = collate([b])
+    many = collate([b] * (V // len(b.prompt.ids) + 1))  # >= V words: the table path
+    assert one.prompt_ids.numel() < V <= many.prompt_ids.numel()
+    h = SHAPE.hidden_dim
+    ids = one.prompt_ids[0]
+    x = pol.embed(torch.cat([torch.zeros(CONV_WIDTH - 1, dtype=torch.long), ids]))
+    w, bias = pol.conv.weight, pol.conv.bias
+    want = torch.stack([torch.relu(sum(w[k * h:(k + 1) * h] @ x[t + CONV_WIDTH - 1 - k]
+                                       + bias[k * h:(k + 1) * h] for k in range(CONV_WIDTH)))
+                        for t in range(len(ids))])
+    seg = one.segments[0]
+    means = torch.cat([want[seg == s].mean(0) if (seg == s).any() else torch.zeros(h)
+                       for s in PROMPT_SEGMENTS])
+    want_h = torch.tanh(pol.summary(means))
+    with torch.no_grad():
+        for batch in (one, many):
+            out, summary = pol.encode(batch.prompt_ids, batch.segments, batch.lengths)
+            assert torch.allclose(out[0], want, atol=1e-5)
+            assert torch.allclose(summary[0], want_h, atol=1e-5)
+            assert torch.allclose(summary[-1], want_h, atol=1e-5)
+            _, h_forward = pol(batch)  # the forward pass computes h its own way
+            assert torch.allclose(h_forward[0], want_h, atol=1e-5)
 
 
 def test_chosen_logprobs_and_entropy_by_hand() -> None:
@@ -208,3 +275,26 @@ def test_kl_estimators_match_verl_definitions() -> None:
     assert float(kl_penalty(torch.tensor([-30.0]), torch.tensor([0.0]))[0]) == 10.0
     with pytest.raises(ValueError):
         kl_penalty(logp, ref, "nope")
+
+
+@BOTH
+def test_frozen_passes_and_rows_read_without_dedup_give_the_same_logits(
+        shape: PolicyShape) -> None:
+    """frozen() (the filters applied to the vocabulary once) and collate(dedup=False) (every
+    action row read) change only the rounding; a pass that needs gradients is refused."""
+    a, b = _turns()
+    pol = ActionScorer(shape, torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        want, h = pol(collate([a, b, a]))
+        with pol.frozen():
+            for batch in (collate([a, b, a]), collate([a, b, a], dedup=False)):
+                got, h_got = pol(batch)
+                assert torch.allclose(got, want, atol=1e-5)
+                assert torch.allclose(h_got, h, atol=1e-5)
+    assert torch.equal(collate([a, b], dedup=False).action_row, torch.arange(6).reshape(2, 3))
+    if shape.encoder == "conv":
+        with pol.frozen(), pytest.raises(RuntimeError, match="frozen"):
+            pol(collate([a]))
+    logits, _ = pol(collate([a]))  # frozen() ended: gradients flow again
+    logits[0, 0].backward()
+    assert pol.embed.weight.grad is not None

@@ -90,7 +90,7 @@ def _batch() -> tuple[ActionScorer, UpdateBatch]:
     turns = [turn_input("put a cup in fridge", f"you see a cup {i}",
                         ["take cup 1 from table 1", "go to fridge 1", "look"], [], s)
              for i in range(6)]
-    pol = ActionScorer(PolicyShape(128, 8, 8), torch.Generator().manual_seed(0))
+    pol = ActionScorer(PolicyShape(128, 8, 8, "conv"), torch.Generator().manual_seed(0))
     inputs = collate(turns)
     chosen = torch.tensor([0, 0, 0, 1, 1, 1])
     with torch.no_grad():
@@ -133,7 +133,11 @@ def test_local_settings_are_validated() -> None:
         LocalBackendConfig(hidden_dim=0).validate()
     with pytest.raises(UserError, match="backend.local.warmstart_lr"):
         LocalBackendConfig(warmstart_lr=0.0).validate()
+    with pytest.raises(UserError,
+                       match=r"backend.local.encoder: must be one of conv, gru \(got .lstm.\)"):
+        LocalBackendConfig(encoder="lstm").validate()
     LocalBackendConfig().validate()
+    LocalBackendConfig(encoder="gru").validate()
 
 
 def test_estimator_that_differs_from_the_configuration_fails_at_start(
