@@ -13,6 +13,10 @@ engines are loaded (loading is timed separately: once per process):
   reference forward, estimator, PPO update) plus the held-out evaluations the protocol
   schedules in those steps.
 
+The two alternate: a block of ``--raw-steps / --steps`` random steps before each training
+step (the engines are reset at every episode, so this changes nothing the trainer does), so
+that both figures come from the same minutes of a machine whose speed drifts.
+
 Prints environment steps per second of both and their ratio (goal >= 0.5), by the wall
 clock and by this process's CPU time (the CPU ratio is the one to trust on a machine other
 jobs share; the load average is printed), and the policy's share of the training loop with
@@ -151,24 +155,30 @@ def main() -> None:
     print(f"engine loading (once per process): {time.perf_counter() - t0:.1f} s "
           f"({time.process_time() - c0:.1f} s CPU) for {n_engines} engines")
 
-    raw_steps, raw_s, raw_cpu = _raw_play(train_engines, args.raw_steps,
-                                          np.random.default_rng(0))
-    raw_rate, raw_cpu_rate = raw_steps / raw_s, raw_steps / raw_cpu
-    print(f"raw random play: {raw_steps} env steps in {raw_s:.1f} s = {raw_rate:.0f} steps/s "
-          f"({raw_cpu_rate:.0f} per CPU second)")
-
     t0 = time.perf_counter()
     trainer.initialise()
     print(f"warm start: {time.perf_counter() - t0:.1f} s")
+    # raw play and training alternate, a block of raw play before each training step, so
+    # that both see the same machine (a shared machine's speed drifts within a minute)
+    rng = np.random.default_rng(0)
+    block = -(-args.raw_steps // args.steps)
+    raw_steps, raw_s, raw_cpu = 0, 0.0, 0.0
     timer = trainer.timer
     before = timer.snapshot()
     eval_steps = set(p.eval_steps)
-    t0, c0 = time.perf_counter(), time.process_time()
+    wall, cpu = 0.0, 0.0
     for _ in range(args.steps):
+        n, s, c = _raw_play(train_engines, block, rng)
+        raw_steps, raw_s, raw_cpu = raw_steps + n, raw_s + s, raw_cpu + c
+        t0, c0 = time.perf_counter(), time.process_time()
         trainer.train_step()
         if trainer.step in eval_steps:
             trainer.evaluate(trainer.step)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        wall, cpu = wall + time.perf_counter() - t0, cpu + time.process_time() - c0
+    raw_rate, raw_cpu_rate = raw_steps / raw_s, raw_steps / raw_cpu
+    print(f"raw random play: {raw_steps} env steps in {raw_s:.1f} s = {raw_rate:.0f} steps/s "
+          f"({raw_cpu_rate:.0f} per CPU second), in {args.steps} blocks between the "
+          f"training steps")
     spent = timer.snapshot() - before
     rate, cpu_rate = spent.env_steps / wall, spent.env_steps / cpu
     print(f"training loop: {args.steps} steps, {spent.env_steps} env steps in {wall:.1f} s = "
