@@ -42,6 +42,7 @@ backend:
     hidden_dim: 8
     warmstart_demos: 2
     warmstart_epochs: 2
+    encoder: {encoder}
     games_cache: {cache}
 protocol:
   total_steps: {steps}
@@ -62,16 +63,18 @@ analysis:
 """
 
 
-def tiny_runs(workdir: Path, cache: Path, steps: int = 3, save_freq: int = 1) -> dict:
+def tiny_runs(workdir: Path, cache: Path, steps: int = 3, save_freq: int = 1,
+              encoder: str = "conv", results: str = "results") -> dict:
     """{(arm, seed): (RunConfig, RunDir)} of the tiny sweep, directories initialised."""
     from ccpo_lab.config.sweep import load_sweep
 
     path = workdir / "sweeps" / "tiny.yaml"
-    path.write_text(TINY.format(cache=cache, steps=steps, save_freq=save_freq))
+    path.write_text(TINY.format(cache=cache, steps=steps, save_freq=save_freq,
+                                encoder=encoder))
     sw = load_sweep(path)
     out = {}
     for run in sw.runs:
-        rd = RunDir(sw.sweep_dir(workdir / "results") / run.arm / f"seed-{run.seed}")
+        rd = RunDir(sw.sweep_dir(workdir / results) / run.arm / f"seed-{run.seed}")
         init_run_dir(rd, run)
         out[(run.arm, run.seed)] = (run, rd)
     return out
@@ -197,6 +200,19 @@ def test_a_run_writes_verl_metrics_step1_evidence_and_checkpoints(
     assert state["state"] == "completed" and state["step"] == 3
     assert summary["steps"] == 3 and summary["resumed_from"] is None
     assert summary["final_val_success"] == rows[3]["data"]["val/success_rate"]
+
+
+@pytest.mark.slow
+def test_the_gru_policy_still_trains_under_its_own_run_id(workdir: Path, cache: Path) -> None:
+    from ccpo_lab.backends.local.runner import train
+
+    conv, _ = tiny_runs(workdir, cache, steps=2, results="conv")[("gigpo", 0)]
+    run, rd = tiny_runs(workdir, cache, steps=2, encoder="gru", results="gru")[("gigpo", 0)]
+    assert run.backend.local.encoder == "gru" and run.run_id != conv.run_id
+    summary = train(run, rd)
+    rows = read_metrics(rd.metrics)
+    assert summary["steps"] == 2 and [r["step"] for r in rows] == [0, 1, 2]
+    assert all(r["data"]["actor/grad_norm"] > 0 for r in rows[1:])
 
 
 @pytest.mark.slow
