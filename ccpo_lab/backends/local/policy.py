@@ -7,11 +7,11 @@ hidden state on GPUs), and embeds each action (``e``) from its words, each word'
 joined with three flags: whether the word occurs in the task, the history, the current
 observation (:func:`token_overlap`, an exact-match copy signal).
 
-- ``conv``: the prompt's word and segment embeddings go through a causal convolution
-  (:data:`CONV_WIDTH` words); ``h`` is a linear map of the states' means over each of the
-  four segments (task, history, observation, action list). An action is the mean of its
-  words' projections plus its first word's (the verb) one. Every op is batched over all
-  tokens at once.
+- ``conv``: the prompt's word embeddings go through a causal convolution
+  (:data:`CONV_WIDTH` words, relu); ``h`` is tanh of a linear map of the states' means
+  over the four segments (task, history, observation, action list). An action is the
+  mean of its words' projections plus its first word's (the verb) one. Every op is
+  batched over all tokens at once.
 - ``gru``: a GRU reads the prompt (``h``: its state at the last token) and a second GRU
   each action. Exact same function as before ``conv`` existed, but a GRU steps through
   the ~100 prompt words one at a time: 3-4x the time on CPU.
@@ -250,7 +250,7 @@ class ActionScorer(nn.Module):
                      ) -> tuple[torch.Tensor, torch.Tensor]:
         """``conv``'s per-token states (B, L, H) and pooling weights (B, 4, L): row ``s``
         averages over the tokens of segment ``PROMPT_SEGMENTS[s]`` (zero if it has none)."""
-        b, width = prompt_ids.shape
+        width = prompt_ids.shape[1]
         hd = self.shape.hidden_dim
         ids = nn.functional.pad(prompt_ids, (CONV_WIDTH - 1, 0), value=PAD)  # PAD: no word
         # filter k reads word t-k: a column window of the left-padded words
