@@ -13,7 +13,7 @@
 #     CPU torch through constraints.txt, verl-agent's own dependencies (its setup.py's
 #     install_requires, without the GPU-only vLLM / flash-attn / liger-kernel and the unused
 #     wandb / qwen-vl-utils), openai, fastapi and uvicorn (from its requirements.txt: the
-#     trainer module imports them), cachetools (vLLM brings it on a GPU) and ALFWorld
+#     trainer module imports them), cachetools (vLLM brings it on a GPU), pillow and ALFWorld
 #     (its environment needs it), then
 #     `pip install --no-deps` of ccpo-lab plus what `ccpo_lab.integrations.trainer_env`
 #     lists, and its check. Rebuilt only when those inputs change.
@@ -72,7 +72,10 @@ for node in ast.walk(tree):
                 print(r)
 EOF
 )
-EXTRA=("openai" "fastapi" "uvicorn" "cachetools" "alfworld==0.4.2" "gymnasium" "pytest>=8" "hypothesis>=6")
+# pillow: agent_system.multi_turn_rollout.utils imports PIL (it used to arrive with
+# torchvision, which an index without torchvision's wheel does not bring)
+EXTRA=("openai" "fastapi" "uvicorn" "cachetools" "pillow" "alfworld==0.4.2" "gymnasium" "pytest>=8"
+       "hypothesis>=6")
 # torchvision is left out: PyPI's Linux wheels need torch's CUDA libraries (with the CPU
 # torch its import fails, and transformers' ProcessorMixin with it). verl-agent's ALFWorld
 # module imports torchvision.transforms only for AlfredThorEnv images; the tests put a
