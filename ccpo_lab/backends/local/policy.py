@@ -13,7 +13,7 @@ observation (:func:`token_overlap`, an exact-match copy signal).
   mean of its words' projections plus its first word's (the verb) one. Every op is
   batched over all tokens at once.
 - ``gru``: a GRU reads the prompt (``h``: its state at the last token) and a second GRU
-  each action. Exact same function as before ``conv`` existed, but a GRU steps through
+  each action. The first policy's function, but a GRU steps through
   the ~100 prompt words one at a time: 3-4x the time on CPU.
 
 The action then attends over the prompt's per-token states (``c``: which words of the
@@ -84,7 +84,7 @@ class PolicyInput:
     numbered in the lexicographic order of the rows' (ids, flags) values, so that the
     distinct rows of any selection come out in the order ``torch.unique(dim=0)`` gives
     them (computed once by :func:`collate`; ``collate(dedup=False)``: every row its own
-    number; None: the policy finds them itself).
+    number; None: the policy numbers them with :func:`distinct_rows`).
     """
 
     prompt_ids: torch.Tensor
@@ -306,15 +306,12 @@ class ActionScorer(nn.Module):
         b, a, la = action_ids.shape
         s = token_overlap.shape[-1]
         if action_row is None:
-            rows, inverse = torch.unique(_row_keys(action_ids, token_overlap), dim=0,
-                                         return_inverse=True)
-            ids, flags = rows[:, :la], rows[:, la:].reshape(-1, la, s).to(token_overlap.dtype)
-        else:
-            ranks, inverse = torch.unique(action_row.reshape(-1), return_inverse=True)
-            first = torch.empty(len(ranks), dtype=torch.int64).scatter_(
-                0, inverse, torch.arange(b * a))  # one (any) position of each distinct row
-            ids = action_ids.reshape(b * a, la)[first]
-            flags = token_overlap.reshape(b * a, la, s)[first]
+            action_row = distinct_rows(action_ids, token_overlap)
+        ranks, inverse = torch.unique(action_row.reshape(-1), return_inverse=True)
+        first = torch.empty(len(ranks), dtype=torch.int64).scatter_(
+            0, inverse, torch.arange(b * a))  # one (any) position of each distinct row
+        ids = action_ids.reshape(b * a, la)[first]
+        flags = token_overlap.reshape(b * a, la, s)[first]
         x = torch.cat([self.embed(ids), flags], dim=-1)  # (U, La, E + S)
         n = (ids != PAD).sum(-1).clamp(min=1)
         if self.gru:

@@ -185,44 +185,34 @@ def play(policy: ActionScorer, pool: EnginePool, games: Sequence[GameRecord],
     timer.env += time.perf_counter() - t0
     live = list(range(len(games)))
     histories: list[list[Turn]] = [[] for _ in games]
-    with policy.frozen():
-        _lockstep(policy, engines, episodes, games, obs, adm, live, histories, temperature,
-                  rng, prompts, timer, logits_cache)
+    with policy.frozen():  # the parameters do not change during the episodes
+        while live:
+            t0 = time.perf_counter()
+            inputs, cands = [], []
+            for i in live:
+                c = choices(adm[i]) or adm[i]
+                inputs.append(turn_input(games[i].goal, obs[i], c, histories[i], prompts))
+                cands.append(c)
+            picks, logp = _pick(policy, inputs, temperature, rng, logits_cache)
+            timer.add("forward", time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            still = []
+            for k, i in enumerate(live):
+                turn = TurnRecord(obs[i], adm[i], cands[k], inputs[k], int(picks[k]),
+                                  float(logp[k]))
+                result = engines[i].step(turn.action)
+                turn.valid, turn.reward = result.valid, result.reward
+                episodes[i].turns.append(turn)
+                histories[i].append(Turn(obs[i], turn.action))
+                obs[i], adm[i] = result.observation, result.admissible
+                timer.env_steps += 1
+                if result.done:
+                    episodes[i].won = result.won
+                else:
+                    still.append(i)
+            live = still
+            timer.env += time.perf_counter() - t0
     return episodes
-
-
-def _lockstep(policy: ActionScorer, engines: list[AlfworldEnv], episodes: list[Episode],
-              games: Sequence[GameRecord], obs: list[str], adm: list[tuple[str, ...]],
-              live: list[int], histories: list[list[Turn]], temperature: float,
-              rng: np.random.Generator, prompts: PromptSettings, timer: Timer,
-              logits_cache: dict[tuple[TurnInput, ...], torch.Tensor] | None) -> None:
-    """:func:`play`'s turns until every episode has ended."""
-    while live:
-        t0 = time.perf_counter()
-        inputs, cands = [], []
-        for i in live:
-            c = choices(adm[i]) or adm[i]
-            inputs.append(turn_input(games[i].goal, obs[i], c, histories[i], prompts))
-            cands.append(c)
-        picks, logp = _pick(policy, inputs, temperature, rng, logits_cache)
-        timer.add("forward", time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        still = []
-        for k, i in enumerate(live):
-            turn = TurnRecord(obs[i], adm[i], cands[k], inputs[k], int(picks[k]),
-                              float(logp[k]))
-            result = engines[i].step(turn.action)
-            turn.valid, turn.reward = result.valid, result.reward
-            episodes[i].turns.append(turn)
-            histories[i].append(Turn(obs[i], turn.action))
-            obs[i], adm[i] = result.observation, result.admissible
-            timer.env_steps += 1
-            if result.done:
-                episodes[i].won = result.won
-            else:
-                still.append(i)
-        live = still
-        timer.env += time.perf_counter() - t0
 
 
 def _pick(policy: ActionScorer, inputs: list[TurnInput], temperature: float,

@@ -3,7 +3,7 @@
 
 The plain path is the code they replace, selected here by patching: the policy recomputes
 the action tokens' overlap flags from every (sub-)batch it scores and finds the distinct
-action rows itself (``torch.unique``, not the ranks :func:`collate` numbered), the
+action rows of each sub-batch itself (not the ranks :func:`collate` numbered), the
 rollouts score every lockstep batch (no reuse of an identical batch's logits),
 gradient-free passes run under ``torch.no_grad``, engines load without the disk cache,
 every episode runs on a fast-downward library copy of its own (none is passed on to
