@@ -65,8 +65,8 @@ class Trainer:
         shape = PolicyShape(cfg.vocab_size, cfg.embed_dim, cfg.hidden_dim, cfg.encoder)
         self.policy = ActionScorer(shape, self.tgen)
         self.ref = self._frozen_copy()
-        self.optim = torch.optim.Adam(self.policy.parameters(), lr=p.lr, fused=True)  # ~4x the
-        # speed of the default per-parameter loop on CPU
+        # fused: ~4x the speed of the default per-parameter loop on CPU
+        self.optim = torch.optim.Adam(self.policy.parameters(), lr=p.lr, fused=True)
         self.estimator = estimator if estimator is not None else get_estimator(
             run.estimator.name, **dict(run.estimator.params))
         self.step = 0
