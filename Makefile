@@ -31,11 +31,22 @@ demo: setup
 	$(BIN)/ccpo-lab report $(RESULTS)/demo --out $(RESULTS)/demo/report
 
 # The whole suite, slow integration tests included, with a real local Slurm brought up
-# first and always brought down after.
+# first and always brought down after. With CCPO_LAB_VERL_AGENT naming a verl-agent
+# checkout (.ci/run sets it when ../shared/verl-agent-796ed31 exists), first the trainer
+# environment is built and the contract tests run in it (scripts/verl-agent-contract.sh),
+# then the suite runs with CCPO_LAB_TRAINER_PYTHON set, so the rehearsal end-to-end test
+# drives verl-agent's real trainer.
+TRAINER_VENV ?= $(HOME)/.cache/ccpo-lab/verl-agent-cpu
 test: setup
 	-@scripts/tex-deps.sh  # best effort: pdflatex + booktabs for tests/report/test_latex.py
 	@set -o pipefail; status=0; \
 	if [ -x scripts/slurm-local.sh ]; then scripts/slurm-local.sh up || { echo "slurm-up failed"; exit 1; }; fi; \
+	if [ -n "$$CCPO_LAB_VERL_AGENT" ]; then \
+	  start=$$(date +%s); \
+	  scripts/verl-agent-contract.sh "$$CCPO_LAB_VERL_AGENT" --venv "$(TRAINER_VENV)" || status=$$?; \
+	  echo "== trainer environment and contract tests: $$(( $$(date +%s) - start )) s"; \
+	  export CCPO_LAB_TRAINER_PYTHON="$(TRAINER_VENV)/bin/python"; \
+	fi; \
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS) || status=$$?; \
 	if [ -x scripts/slurm-local.sh ]; then scripts/slurm-local.sh down || true; fi; \
 	exit $$status

@@ -195,7 +195,11 @@ print(json.dumps(out))
 
 def check_attention(ctx: Context) -> list[Check]:
     """flash-attn (the actor's attention) and the vLLM attention backend the sweep names
-    (``backend.verl.vllm_attention_backend``), in the trainer's Python."""
+    (``backend.verl.vllm_attention_backend``), in the trainer's Python; neither is used
+    with ``backend.verl.device: cpu`` (SDPA attention, the ``hf`` rollout)."""
+    if ctx.settings.device == "cpu":
+        why = "backend.verl.device is cpu: SDPA attention and the hf rollout"
+        return [Check("flash-attn", "skip", why), Check("vLLM attention", "skip", why)]
     env = {**os.environ, **ctx.settings.env}
     name = ctx.settings.vllm_attention_backend or ""
     r = _run([ctx.settings.python, "-c", _ATTENTION, name], timeout=300, env=env)
@@ -226,6 +230,9 @@ def check_attention(ctx: Context) -> list[Check]:
 
 def check_gpus(ctx: Context) -> list[Check]:
     """GPUs visible here (count and model) against ``n_gpus_per_node``."""
+    if ctx.settings.device == "cpu":
+        return [Check("GPUs", "skip", "backend.verl.device is cpu: one logical Ray GPU (the "
+                      "CPU adapter)")]
     want = ctx.settings.n_gpus_per_node
     if shutil.which("nvidia-smi") is None:
         return [Check("GPUs", "FIX", f"nvidia-smi not found: no GPU visible here (a run needs "

@@ -19,7 +19,11 @@
 #     lists, and its check. Rebuilt only when those inputs change.
 #  3. the patch check: `python -m ccpo_lab.integrations.verl_agent --verl-agent CHECKOUT
 #     --check` (every patched attribute must print `ok`);
-#  4. `pytest -m verl_agent` in that environment with CCPO_LAB_VERL_AGENT=CHECKOUT.
+#  4. `pytest -m "verl_agent and not rehearsal"` in that environment, over every test file
+#     that carries the verl_agent mark (tests/backends/verl/test_contract.py,
+#     tests/estimators/test_verl_reference.py, ...), with CCPO_LAB_VERL_AGENT=CHECKOUT and
+#     CCPO_LAB_IN_TRAINER_ENV=1. The rehearsal end-to-end test runs in ccpo-lab's own
+#     environment instead (make test, with CCPO_LAB_TRAINER_PYTHON pointing here).
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 PINNED=796ed310287fa605c9292a0fce07a86d79fde05e
@@ -79,7 +83,7 @@ EXTRA=("openai" "fastapi" "uvicorn" "cachetools" "pillow" "alfworld==0.4.2" "gym
 # torchvision is left out: PyPI's Linux wheels need torch's CUDA libraries (with the CPU
 # torch its import fails, and transformers' ProcessorMixin with it). verl-agent's ALFWorld
 # module imports torchvision.transforms only for AlfredThorEnv images; the tests put a
-# stand-in for that import on PYTHONPATH (tests/backends/verl/standins/).
+# stand-in for that import on PYTHONPATH (ccpo_lab/integrations/standins/).
 mapfile -t HOOK_REQS < <(PYTHONPATH="$REPO" "$PY" -m ccpo_lab.integrations.trainer_env --requirements)
 KEY="$(printf '%s\n' "$PINNED" "${VA_REQS[@]}" "${EXTRA[@]}" "${HOOK_REQS[@]}" \
         "$(sha256sum "$REPO/constraints.txt" | cut -c1-16)" | sha256sum | cut -c1-16)"
@@ -105,18 +109,19 @@ fi
 
 # ---------------------------------------------------------------- 3. the patch check
 echo "== patch check"
-PYTHONPATH="$REPO/tests/backends/verl/standins" \
+PYTHONPATH="$REPO/ccpo_lab/integrations/standins" \
   "$VENV/bin/python" -m ccpo_lab.integrations.verl_agent --verl-agent "$CHECKOUT" --check
 
 # ---------------------------------------------------------------- 4. the contract tests
-echo "== pytest -m verl_agent"
 cd "$REPO"
-export CCPO_LAB_VERL_AGENT="$CHECKOUT" RAY_AUTH_MODE=disabled
+mapfile -t FILES < <(grep -rl --include='test_*.py' 'mark.verl_agent' tests | sort)
+echo "== pytest -m 'verl_agent and not rehearsal' ${FILES[*]}"
+export CCPO_LAB_VERL_AGENT="$CHECKOUT" CCPO_LAB_IN_TRAINER_ENV=1 RAY_AUTH_MODE=disabled
 export CCPO_LAB_CONTRACT_OUT="${CCPO_LAB_CONTRACT_OUT:-$(mktemp)}"
 : > "$CCPO_LAB_CONTRACT_OUT"
 status=0
-"$VENV/bin/python" -m pytest -q -m verl_agent -p no:cacheprovider \
-  tests/backends/verl/test_contract.py "${PYTEST_ARGS[@]}" || status=$?
+"$VENV/bin/python" -m pytest -q -m "verl_agent and not rehearsal" -p no:cacheprovider \
+  "${FILES[@]}" "${PYTEST_ARGS[@]}" || status=$?
 echo "== measured (largest |ccpo-lab hook - reference| per estimator)"
 cat "$CCPO_LAB_CONTRACT_OUT"
 exit $status

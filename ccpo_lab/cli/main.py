@@ -24,6 +24,7 @@ from ccpo_lab.cli import cancel as cancel_cmd  # noqa: E402
 from ccpo_lab.cli import doctor as doctor_cmd  # noqa: E402
 from ccpo_lab.cli import games as games_cmd  # noqa: E402
 from ccpo_lab.cli import importer as import_cmd  # noqa: E402
+from ccpo_lab.cli import rehearse as rehearse_cmd  # noqa: E402
 from ccpo_lab.cli import report as report_cmd  # noqa: E402
 from ccpo_lab.cli import status as status_cmd  # noqa: E402
 from ccpo_lab.cli import sweep as sweep_cmd  # noqa: E402
@@ -41,6 +42,7 @@ _COMMAND_MODULES = (
     sync_cmd,
     import_cmd,
     doctor_cmd,
+    rehearse_cmd,
     games_cmd,
 )
 

@@ -24,12 +24,16 @@ IDENTITY_VERSION = 1
 def to_plain(obj: Any, *, identity_only: bool = False) -> Any:
     """Dataclasses, mappings and sequences as plain JSON-able Python values.
 
-    With ``identity_only``, dataclass fields with ``metadata["identity"] is False`` are dropped.
+    With ``identity_only``, dataclass fields with ``metadata["identity"] is False`` are
+    dropped, and those with ``metadata["identity"] == "non-default"`` when they hold their
+    default (a field added later leaves the ids of runs that do not set it unchanged).
     """
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         out = {}
         for f in dataclasses.fields(obj):
-            if identity_only and f.metadata.get("identity", True) is False:
+            mark = f.metadata.get("identity", True)
+            if identity_only and (mark is False or mark == "non-default"
+                                  and getattr(obj, f.name) == f.default):
                 continue
             out[f.name] = to_plain(getattr(obj, f.name), identity_only=identity_only)
         return out

@@ -1,7 +1,9 @@
 """Settings of the GPU-cluster backend (``backend.kind: verl``): verl-agent's trainer.
 
 Fields marked ``identity: False`` change where or how fast a run executes, never its
-results, and are left out of the run id. Everything else (the model, the GPU layout, the
+results, and are left out of the run id; ``identity: "non-default"`` fields enter it only
+when set to other than their default (so adding one keeps existing run ids). Everything
+else (the model, the GPU layout, the
 micro-batch sizes, the rollout engine and its attention kernels) can change the numbers or
 the step-1 rollouts and is part of the identity: every arm of a sweep must share it.
 """
@@ -9,6 +11,7 @@ the step-1 rollouts and is part of the identity: every arm of a sweep must share
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 RAY_LIMITS: dict[str, str] = {
     "RAY_num_server_call_thread": "1",
@@ -17,6 +20,11 @@ RAY_LIMITS: dict[str, str] = {
     "OMP_NUM_THREADS": "1",
 }
 """Default ``backend.verl.ray_env``: the settings the CCPO authors' launcher runs with."""
+DEVICES = ("cuda", "cpu")
+"""Values of ``backend.verl.device``."""
+ROLLOUT_ENGINES = ("vllm", "hf")
+"""Rollout engines whose sampling ccpo-lab seeds per request (``backend.verl.rollout_name``);
+verl-agent's sglang rollout is not among them (its per-request seeds are not wired)."""
 
 
 @dataclass(frozen=True)
@@ -36,7 +44,13 @@ class VerlBackendConfig:
     gpu_memory_utilization: float = 0.6
     """vLLM memory fraction."""
     rollout_name: str = "vllm"
-    """Rollout engine."""
+    """Rollout engine: ``vllm`` (GPU nodes) or ``hf`` (Hugging Face ``generate``; the CPU
+    device). Both get one sampling seed per request from ccpo-lab's hooks."""
+    device: str = field(default="cuda", metadata={"identity": "non-default"})
+    """``cuda``: GPU nodes. ``cpu``: a machine without GPUs, under the CPU adapter
+    (:mod:`ccpo_lab.integrations.verl_agent_cpu`: one logical Ray GPU, gloo, SDPA attention,
+    no padding removal; needs ``rollout_name: hf``, ``rollout_tp: 1``, ``n_gpus_per_node: 1``,
+    ``nnodes: 1``). ``ccpo-lab rehearse`` sets it on a machine without GPUs."""
     python: str = field(default="python3", metadata={"identity": False})
     """Interpreter of the trainer environment on the nodes: the trainer and its Ray workers
     run it, and so do the runs' jobs under the ``slurm`` and ``local`` launchers (not in
@@ -72,6 +86,26 @@ class VerlBackendConfig:
     def __post_init__(self) -> None:
         merged = {**RAY_LIMITS, **{str(k): str(v) for k, v in self.ray_env.items()}}
         object.__setattr__(self, "ray_env", merged)
+
+    def validate(self, where: Any) -> None:
+        """Refuse an unknown device or rollout engine, and a CPU layout the adapter lacks."""
+        from ccpo_lab.errors import UserError
+
+        checks: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+            ("device", self.device, DEVICES), ("rollout_name", self.rollout_name,
+                                               ROLLOUT_ENGINES))
+        for key, value, valid in checks:
+            if value not in valid:
+                raise UserError("unknown value", file=where(f"backend.verl.{key}"),
+                                key=f"backend.verl.{key}", value=value, valid=list(valid))
+        if self.device == "cpu":
+            need = {"rollout_name": "hf", "rollout_tp": 1, "n_gpus_per_node": 1, "nnodes": 1}
+            for key, wanted in need.items():
+                if getattr(self, key) != wanted:
+                    raise UserError(f"the CPU device runs one trainer process with the hf "
+                                    f"rollout: needs {key}={wanted}",
+                                    file=where(f"backend.verl.{key}"),
+                                    key=f"backend.verl.{key}", value=getattr(self, key))
 
     def ray_env_set(self) -> dict[str, str]:
         """The :attr:`ray_env` entries that are exported (the non-empty ones)."""

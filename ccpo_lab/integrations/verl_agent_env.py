@@ -17,3 +17,8 @@ ENV_RUN_SEED = "CCPO_LAB_SEED"
 """The run seed, as the hooks read it in every Ray worker."""
 ENV_VLLM_SEED = "CCPO_LAB_VLLM_SEED"
 """vLLM's engine seed, set by the hook on ``LLM(...)`` in the rollout workers."""
+ENV_DEVICE = "CCPO_LAB_DEVICE"
+"""``cpu``: the trainer runs under the CPU adapter (:mod:`.verl_agent_cpu`)."""
+ENV_DUMP_ROLLOUTS = "CCPO_LAB_DUMP_ROLLOUTS"
+"""``all``: the hooks write every training step's rollouts, not only step 1's (rehearsals
+compare a resumed run's actions with an uninterrupted one's)."""

@@ -22,7 +22,11 @@ module                                           patch (:mod:`.verl_agent_patche
 ``vllm_rollout_spmd``                            request (never one for all)
 ``agent_system.environments.env_package.``       ``AlfworldWorker.ccpo_lab_seed``: re-seeded
 ``alfworld.envs``                                before each rollout (games per run seed, step)
+``verl.workers.rollout.hf_rollout``              each request sampled under its own seed
 ===============================================  =============================================
+
+With ``backend.verl.device: cpu`` the CPU adapter's patches
+(:data:`ccpo_lab.integrations.verl_agent_cpu.CPU_TARGETS`) are applied too.
 
 Written against verl-agent commit ``796ed310287fa605c9292a0fce07a86d79fde05e``;
 ``python -m ccpo_lab.integrations.verl_agent --verl-agent PATH --check`` tells whether a
@@ -41,6 +45,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from ccpo_lab.integrations import verl_agent_cpu
+
 TARGETS: dict[str, str] = {
     "verl.trainer.ppo.ray_trainer": "patch_ray_trainer",
     "agent_system.multi_turn_rollout.rollout_loop": "patch_rollout_loop",
@@ -50,6 +56,7 @@ TARGETS: dict[str, str] = {
     "verl.trainer.ppo.core_algos": "patch_core_algos",
     "verl.workers.rollout.vllm_rollout.vllm_rollout_spmd": "patch_vllm_rollout",
     "agent_system.environments.env_package.alfworld.envs": "patch_alfworld_envs",
+    "verl.workers.rollout.hf_rollout": "patch_hf_rollout",
 }
 """Module -> name of its patch function in :mod:`ccpo_lab.integrations.verl_agent_patches`."""
 
@@ -75,17 +82,39 @@ def patch_errors() -> dict[str, str]:
     return dict(_state["errors"])
 
 
+def _cpu() -> bool:
+    """Whether the CPU adapter is active here (``backend.verl.device: cpu``)."""
+    return verl_agent_cpu.active()
+
+
+def _targets() -> dict[str, list[Callable[[ModuleType], None]]]:
+    """Module -> its patch functions here (the CPU adapter's first, when active)."""
+    from ccpo_lab.integrations import verl_agent_patches
+
+    out: dict[str, list[Callable[[ModuleType], None]]] = {}
+    if _cpu():
+        for name, fn in verl_agent_cpu.CPU_TARGETS.items():
+            out.setdefault(name, []).append(getattr(verl_agent_cpu, fn))
+    for name, fn in TARGETS.items():
+        out.setdefault(name, []).append(getattr(verl_agent_patches, fn))
+    return out
+
+
+def _watched(fullname: str) -> bool:
+    if fullname in TARGETS:
+        return True
+    return _cpu() and fullname in verl_agent_cpu.CPU_TARGETS
+
+
 def _apply(module: ModuleType) -> None:
     name = module.__name__
     with _lock:
         if getattr(module, PATCHED_ATTR, False):
             return
         setattr(module, PATCHED_ATTR, True)
-    from ccpo_lab.integrations import verl_agent_patches
-
-    fn: Callable[[ModuleType], None] = getattr(verl_agent_patches, TARGETS[name])
     try:
-        fn(module)
+        for fn in _targets().get(name, []):
+            fn(module)
     except Exception as e:  # noqa: BLE001 - reported, and re-raised where it matters
         _state["errors"][name] = f"{type(e).__name__}: {e}"
         if os.environ.get("CCPO_LAB_HOOKS_STRICT", "1") != "0":
@@ -119,7 +148,7 @@ class _PostImportFinder(importlib.abc.MetaPathFinder):
 
     def find_spec(self, fullname: str, path: Any = None,
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname not in TARGETS or fullname in self._busy:
+        if fullname in self._busy or not _watched(fullname):
             return None
         self._busy.add(fullname)
         try:
@@ -147,7 +176,9 @@ def setup() -> None:
         if not any(isinstance(f, _PostImportFinder) for f in sys.meta_path):
             sys.meta_path.insert(0, _PostImportFinder())
         _state.update(installed=True, pid=os.getpid(), patched=[], errors={})
-    for name in TARGETS:
+    if _cpu():
+        verl_agent_cpu.install()
+    for name in _targets():
         mod = sys.modules.get(name)
         if mod is not None:
             _apply(mod)

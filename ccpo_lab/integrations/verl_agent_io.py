@@ -118,13 +118,16 @@ def step1_episodes(*, traj_uid: Sequence[Any], turn: Sequence[int], anchor_obs: 
     return episodes
 
 
-def record_step1(run_dir: str | Path, episodes: Sequence[Mapping[str, Any]]) -> str:
-    """Write ``rollouts/step-000001.jsonl`` and ``run.json["step1"]``; return the fingerprint."""
+def record_step1(run_dir: str | Path, episodes: Sequence[Mapping[str, Any]],
+                 step: int = 1) -> str:
+    """Write ``rollouts/step-<step>.jsonl`` and, for step 1, ``run.json["step1"]``; return
+    the fingerprint."""
     from ccpo_lab.runs.layout import RunDir
     from ccpo_lab.runs.rollouts import rollout_file, write_rollouts
 
     rd = RunDir(Path(run_dir))
-    fp = write_rollouts(rd.rollouts, episodes)
-    rd.update_run(step1={"fingerprint": fp, "episodes": len(episodes),
-                         "file": str(rollout_file(Path("rollouts")))})
+    fp = write_rollouts(rd.rollouts, episodes, step)
+    if step == 1:
+        rd.update_run(step1={"fingerprint": fp, "episodes": len(episodes),
+                             "file": str(rollout_file(Path("rollouts")))})
     return fp

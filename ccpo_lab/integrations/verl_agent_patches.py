@@ -18,6 +18,7 @@ import numpy as np
 from ccpo_lab.integrations import verl_agent_seeds as seeds
 from ccpo_lab.integrations.verl_agent_env import (
     ENV_CAPTURE_PHI,
+    ENV_DUMP_ROLLOUTS,
     ENV_RUN_DIR,
     ENV_RUN_SEED,
     ENV_VLLM_SEED,
@@ -52,6 +53,11 @@ class HookState:
     """Whether ``run.json["estimator_instantiated"]`` was written."""
     best_pending: tuple[int, float] | None = None
     """(step, value) of a new best evaluation whose checkpoint is about to be saved."""
+    defer_saves: bool = False
+    """Whether checkpoint saves wait for their step's metrics row (set once ``fit`` has
+    built its ``Tracking``; see :func:`_patch_validate_and_save`)."""
+    save_pending: tuple[Any, int, tuple[Any, ...], dict[str, Any]] | None = None
+    """(trainer, step, args, kwargs) of a save waiting for the step's ``Tracking.log``."""
 
 
 STATE = HookState()
@@ -224,7 +230,15 @@ def _patch_estimator_route(mod: Any) -> None:
 
 def _patch_validate_and_save(cls: Any) -> None:
     """``_validate`` adds ``val/length/mean`` and tracks the best evaluation;
-    ``_save_checkpoint`` keeps that evaluation's checkpoint."""
+    ``_save_checkpoint`` keeps that evaluation's checkpoint, and waits for its step's row.
+
+    verl-agent's ``fit`` saves step N's checkpoint before it logs step N's metrics; a job
+    stopped in between resumes after N and never logs N (the row is lost for good). Once
+    ``fit`` has built its ``Tracking``, a save at step N is therefore held back and done
+    right after ``Tracking.log`` has appended step N's row (:func:`flush_pending_save`):
+    a stop in between resumes from the previous checkpoint and logs N again. The cost:
+    ``timing_s/save_checkpoint`` of such a step reads ~0 (the save runs after the row).
+    """
     orig_validate = cls._validate
 
     @functools.wraps(orig_validate)
@@ -245,8 +259,7 @@ def _patch_validate_and_save(cls: Any) -> None:
     if hasattr(cls, "_save_checkpoint"):
         orig_save = cls._save_checkpoint
 
-        @functools.wraps(orig_save)
-        def _save_checkpoint(self: Any, *args: Any, **kwargs: Any) -> Any:
+        def save_now(self: Any, *args: Any, **kwargs: Any) -> Any:
             out = orig_save(self, *args, **kwargs)
             pending = STATE.best_pending
             if pending is not None and pending[0] == int(self.global_steps):
@@ -256,7 +269,25 @@ def _patch_validate_and_save(cls: Any) -> None:
                 STATE.best_pending = None
             return out
 
+        @functools.wraps(orig_save)
+        def _save_checkpoint(self: Any, *args: Any, **kwargs: Any) -> Any:
+            step = int(getattr(self, "global_steps", 0) or 0)
+            if STATE.defer_saves and step > 0:
+                STATE.save_pending = (save_now, step, (self, *args), kwargs)
+                return None
+            return save_now(self, *args, **kwargs)
+
         cls._save_checkpoint = _save_checkpoint
+
+
+def flush_pending_save(step: int) -> None:
+    """Do the checkpoint save held back for ``step`` (after its row was logged)."""
+    pending = STATE.save_pending
+    if pending is None or pending[1] != int(step):
+        return
+    STATE.save_pending = None
+    fn, _, args, kwargs = pending
+    fn(*args, **kwargs)
 
 
 def _patch_adjust_batch(mod: Any) -> None:
@@ -319,8 +350,8 @@ def _global_step() -> int | None:
     return None if trainer is None else int(getattr(trainer, "global_steps", -1))
 
 
-def dump_step1(batch: Any, tokenizer: Any, group_size: int, run_dir: str) -> str:
-    """Write the step-1 rollouts of a training batch (rows in gather order)."""
+def dump_step1(batch: Any, tokenizer: Any, group_size: int, run_dir: str, step: int = 1) -> str:
+    """Write the rollouts of a training batch at ``step`` (rows in gather order)."""
     nt = batch.non_tensor_batch
     prompts = batch.batch["prompts"]
     plen = prompts.shape[-1]
@@ -337,7 +368,7 @@ def dump_step1(batch: Any, tokenizer: Any, group_size: int, run_dir: str) -> str
                               anchor_obs=list(nt["anchor_obs"]), actions=actions,
                               prompt_ids=prompt_ids, valid=list(valid),
                               rewards=list(nt["rewards"]), group_size=group_size)
-    return record_step1(run_dir, episodes)
+    return record_step1(run_dir, episodes, step)
 
 
 def patch_rollout_loop(mod: Any) -> None:
@@ -353,8 +384,10 @@ def patch_rollout_loop(mod: Any) -> None:
         nt = out.non_tensor_batch
         nt[STEP_KEY] = turn_indices(list(nt["traj_uid"]))
         run_dir = os.environ.get(ENV_RUN_DIR)
-        if is_train and run_dir and _global_step() == 1:
-            dump_step1(out, self.tokenizer, int(self.config.env.rollout.n), run_dir)
+        step = _global_step()
+        every = os.environ.get(ENV_DUMP_ROLLOUTS, "") == "all"
+        if is_train and run_dir and step is not None and (step == 1 or every and step > 0):
+            dump_step1(out, self.tokenizer, int(self.config.env.rollout.n), run_dir, step)
         if not is_train and STATE.val_lengths is not None and "episode_lengths" in nt:
             _, first = np.unique(np.asarray(nt["traj_uid"]), return_index=True)
             STATE.val_lengths.extend(float(x) for x in np.asarray(nt["episode_lengths"])[first])
@@ -507,9 +540,42 @@ def patch_vllm_rollout(mod: Any) -> None:
     cls.generate_sequences = generate_sequences
 
 
+# ----------------------------------------------------------------------- HF rollout
+def patch_hf_rollout(mod: Any) -> None:
+    """``HFRollout.generate_sequences``: each request sampled under its own seed.
+
+    verl-agent's Hugging Face rollout samples a whole batch from torch's global generator,
+    so neither the arms of a seed (same weights at step 1) nor a resumed run would sample
+    the same answers. With the seeds the driver adds (:class:`SeedingWorkerGroup`), each
+    row is generated alone under ``torch.manual_seed(its seed)`` (global generator state
+    saved and restored): an answer depends only on its prompt, the weights and its seed,
+    and the rows of a group (one prompt, distinct seeds) differ.
+    """
+    cls = mod.HFRollout
+    orig = cls.generate_sequences
+
+    @functools.wraps(orig)
+    def generate_sequences(self: Any, prompts: Any, *args: Any, **kwargs: Any) -> Any:
+        per_row = prompts.non_tensor_batch.pop(seeds.SEED_KEY, None)
+        if per_row is None:
+            return orig(self, prompts, *args, **kwargs)
+        import torch
+
+        devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+        outs = []
+        for i, s in enumerate(per_row):
+            with torch.random.fork_rng(devices=devices):
+                torch.manual_seed(int(s))
+                outs.append(self._generate_minibatch(prompts.slice(i, i + 1)))
+        return type(outs[0]).concat(outs)
+
+    cls.generate_sequences = generate_sequences
+
+
 # ----------------------------------------------------------------------- tracking
 def patch_tracking(mod: Any) -> None:
-    """``file`` backend = :class:`RunFileLogger`; pending diagnostics join each log."""
+    """``file`` backend = :class:`RunFileLogger`; pending diagnostics join each log; a
+    checkpoint save held back for a step runs right after that step's row is logged."""
     cls = mod.Tracking
     orig_init = cls.__init__
     orig_log = cls.log
@@ -524,13 +590,16 @@ def patch_tracking(mod: Any) -> None:
         orig_init(self, project_name, experiment_name, rest, *args, **kwargs)
         if want_file:
             self.logger["file"] = RunFileLogger()
+            STATE.defer_saves = True
 
     @functools.wraps(orig_log)
     def log(self: Any, data: Any, step: Any, *args: Any, **kwargs: Any) -> Any:
         if STATE.pending:
             data = {**data, **STATE.pending}
             STATE.pending = {}
-        return orig_log(self, data, step, *args, **kwargs)
+        out = orig_log(self, data, step, *args, **kwargs)
+        flush_pending_save(int(step))
+        return out
 
     cls.__init__ = __init__
     cls.log = log

@@ -37,6 +37,7 @@ from ccpo_lab.estimators.spec import typed_params
 from ccpo_lab.integrations import verl_agent_seeds as seeds
 from ccpo_lab.integrations.verl_agent_env import (
     ENV_CAPTURE_PHI,
+    ENV_DEVICE,
     ENV_METRICS,
     ENV_RUN_DIR,
     ENV_RUN_SEED,
@@ -164,7 +165,7 @@ def build_command(run: RunConfig, run_dir: Path, *, resume: bool = False,
         "data.return_raw_chat=True",
         f"actor_rollout_ref.model.path={path_value(s.model_path)}",
         f"actor_rollout_ref.actor.optim.lr={p.lr!r}",
-        "actor_rollout_ref.model.use_remove_padding=True",
+        f"actor_rollout_ref.model.use_remove_padding={_plain(s.device != 'cpu')}",
         f"actor_rollout_ref.actor.ppo_mini_batch_size={p.ppo_mini_batch_size}",
         f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={s.ppo_micro_batch_size_per_gpu}",
         f"actor_rollout_ref.actor.ppo_epochs={p.ppo_epochs}",
@@ -223,6 +224,10 @@ def build_command(run: RunConfig, run_dir: Path, *, resume: bool = False,
         ov.append(f"ray_init.num_cpus={num_cpus}")
     if info.has_full_determinism:
         ov.append("++actor_rollout_ref.rollout.full_determinism=True")
+    if s.device == "cpu":
+        from ccpo_lab.integrations.verl_agent_cpu import cpu_overrides
+
+        ov += cpu_overrides()
     ov += estimator_overrides(run)[1:]
     worker_env = _worker_env(run, rd)
     ov.append(f"++ray_init.runtime_env.worker_process_setup_hook={SETUP_HOOK}")
@@ -246,6 +251,7 @@ def build_command(run: RunConfig, run_dir: Path, *, resume: bool = False,
         "layout": {"nnodes": s.nnodes, "n_gpus_per_node": s.n_gpus_per_node,
                    "rollout_tp": s.rollout_tp,
                    "rollout_dp": s.n_gpus_per_node * s.nnodes // max(s.rollout_tp, 1)},
+        "device": s.device,
     }
     return TrainerCommand(argv=argv, overrides=tuple(ov), env=env, cwd=str(rd / "logs"),
                           determinism=determinism)
@@ -264,6 +270,8 @@ def _worker_env(run: RunConfig, rd: Path) -> dict[str, str]:
     }
     if typed_params(run.estimator.name, run.estimator.params).uses_features():
         env[ENV_CAPTURE_PHI] = "1"
+    if s.device == "cpu":
+        env[ENV_DEVICE] = "cpu"
     if s.vllm_attention_backend:
         env["VLLM_ATTENTION_BACKEND"] = s.vllm_attention_backend
     env.update(_str_env(s.env))

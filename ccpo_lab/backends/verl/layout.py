@@ -21,7 +21,7 @@ from ccpo_lab.errors import UserError
 
 LAYOUT_FIELDS = ("model_path", "nnodes", "n_gpus_per_node", "rollout_tp", "rollout_name",
                  "gpu_memory_utilization", "ppo_micro_batch_size_per_gpu",
-                 "log_prob_micro_batch_size_per_gpu", "vllm_attention_backend")
+                 "log_prob_micro_batch_size_per_gpu", "vllm_attention_backend", "device")
 """Settings every arm of a sweep must share."""
 
 

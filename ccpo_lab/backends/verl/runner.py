@@ -47,7 +47,8 @@ def needs(run: RunConfig) -> Needs:
     (the trainer environment, where ccpo-lab's job side is installed the way
     :mod:`ccpo_lab.integrations.trainer_env` says; the placement contract)."""
     s = run.backend.verl
-    return Needs(nodes=s.nnodes, gpus_per_node=s.n_gpus_per_node, python=s.python)
+    gpus = 0 if s.device == "cpu" else s.n_gpus_per_node   # cpu: Ray's GPU is logical
+    return Needs(nodes=s.nnodes, gpus_per_node=gpus, python=s.python)
 
 
 def check_sweep(runs: list[RunConfig], run_dirs: list[RunDir | None]) -> None:
@@ -119,8 +120,18 @@ def _prepare(run: RunConfig, rd: RunDir, placement: Placement
         verl_agent={"path": str(info.path), "commit": info.commit,
                     "hooks_written_for": REFERENCE_COMMIT},
         determinism=cmd.determinism,
+        cpu_adapter=_cpu_adapter_record(run),
     )
     return cmd, resume
+
+
+def _cpu_adapter_record(run: RunConfig) -> dict[str, Any] | None:
+    """``run.json["cpu_adapter"]``: what the CPU adapter changes (None on a GPU device)."""
+    if run.backend.verl.device != "cpu":
+        return None
+    from ccpo_lab.integrations.verl_agent_cpu import REPORT
+
+    return {"active": True, **REPORT}
 
 
 def _run_trainer(cmd: TrainerCommand, log_path: Path) -> tuple[int, list[str]]:
@@ -157,10 +168,62 @@ def _run_trainer(cmd: TrainerCommand, log_path: Path) -> tuple[int, list[str]]:
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
+        end_process_group(proc)
     return rc, list(tail)
+
+
+def group_members(pgid: int) -> list[int]:
+    """Processes of process group ``pgid`` that are not zombies (``/proc``; where it is
+    missing, whether ``killpg(pgid, 0)`` finds any)."""
+    proc_dir = Path("/proc")
+    if not proc_dir.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return []
+        return [pgid]
+    out = []
+    for d in proc_dir.iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
+            out.append(int(d.name))
+    return out
+
+
+STOP_GRACE_S = 60.0
+"""Seconds the trainer's process group gets to end after SIGTERM before SIGKILL."""
+
+
+def end_process_group(proc: subprocess.Popen[bytes], grace: float = STOP_GRACE_S) -> None:
+    """Leave no process of the trainer's session behind: SIGTERM its process group (the
+    trainer, its Ray head and workers), wait up to ``grace`` seconds, then SIGKILL. The
+    executor returns only after this, so a requeued or relaunched job never runs a second
+    trainer beside a dying one on the same run directory."""
+    import time
+
+    def alive() -> bool:
+        return bool(group_members(proc.pid))
+
+    if proc.poll() is None or alive():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        proc.poll()
+        if not alive():
+            break
+        time.sleep(0.2)
+    else:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
 
 
 def worker(run: RunConfig, rd: RunDir, placement: Placement) -> dict[str, Any]:
