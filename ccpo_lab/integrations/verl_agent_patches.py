@@ -542,17 +542,40 @@ def patch_vllm_rollout(mod: Any) -> None:
 
 # ----------------------------------------------------------------------- HF rollout
 def patch_hf_rollout(mod: Any) -> None:
-    """``HFRollout.generate_sequences``: each request sampled under its own seed.
+    """``HFRollout``: each request sampled under its own seed, generated tokens at their
+    true positions.
 
-    verl-agent's Hugging Face rollout samples a whole batch from torch's global generator,
-    so neither the arms of a seed (same weights at step 1) nor a resumed run would sample
-    the same answers. With the seeds the driver adds (:class:`SeedingWorkerGroup`), each
-    row is generated alone under ``torch.manual_seed(its seed)`` (global generator state
-    saved and restored): an answer depends only on its prompt, the weights and its seed,
-    and the rows of a group (one prompt, distinct seeds) differ.
+    - verl-agent's Hugging Face rollout samples a whole batch from torch's global
+      generator, so neither the arms of a seed (same weights at step 1) nor a resumed run
+      would sample the same answers. With the seeds the driver adds
+      (:class:`SeedingWorkerGroup`), each row is generated alone under
+      ``torch.manual_seed(its seed)`` (the global generator state saved and restored): an
+      answer depends only on its prompt, the weights and its seed, and the rows of a group
+      (one prompt, distinct seeds) differ.
+    - ``_generate_minibatch`` hands the prompt's ``position_ids`` to ``generate``, which
+      (transformers 4.57) does not extend them while decoding: every generated token gets
+      the last prompt token's position, and answers degrade after a few tokens (while the
+      log-prob passes score them at the right positions). The patch leaves them out, so
+      ``generate`` derives the positions from the attention mask, as verl does
+      (``compute_position_id_with_mask``).
     """
     cls = mod.HFRollout
     orig = cls.generate_sequences
+    orig_mini = cls._generate_minibatch
+
+    @functools.wraps(orig_mini)
+    def _generate_minibatch(self: Any, prompts: Any, *args: Any, **kwargs: Any) -> Any:
+        module = self.module
+        inner = module.generate
+
+        def generate(*a: Any, position_ids: Any = None, **k: Any) -> Any:
+            return inner(*a, **k)
+
+        module.generate = generate
+        try:
+            return orig_mini(self, prompts, *args, **kwargs)
+        finally:
+            del module.generate
 
     @functools.wraps(orig)
     def generate_sequences(self: Any, prompts: Any, *args: Any, **kwargs: Any) -> Any:
@@ -569,6 +592,7 @@ def patch_hf_rollout(mod: Any) -> None:
                 outs.append(self._generate_minibatch(prompts.slice(i, i + 1)))
         return type(outs[0]).concat(outs)
 
+    cls._generate_minibatch = _generate_minibatch
     cls.generate_sequences = generate_sequences
 
 

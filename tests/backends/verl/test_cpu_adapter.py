@@ -21,8 +21,9 @@ from ccpo_lab.config.sweep import load_sweep
 REPO = Path(__file__).resolve().parents[3]
 
 
-def _child(code: str, env: dict[str, str] | None = None, timeout: int = 240) -> str:
-    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+def _child(code: str, env: dict[str, str] | None = None, timeout: int = 240,
+           python: str = sys.executable) -> str:
+    r = subprocess.run([python, "-c", textwrap.dedent(code)], capture_output=True,
                        text=True, timeout=timeout, cwd=REPO,
                        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
     assert r.returncode == 0, r.stderr[-3000:]
@@ -186,15 +187,27 @@ class Proto:
                      {{}}, {{}})
 
 
+seen = []
+real_generate = model.generate
+def recording_generate(*a, **k):
+    seen.append(sorted(k))
+    return real_generate(*a, **k)
+model.generate = recording_generate
+
+
 class HFRollout:
-    # verl-agent's HFRollout (796ed31): a batch sampled from the global generator
+    # verl-agent's HFRollout (796ed31): a batch sampled from the global generator, the
+    # prompt's position_ids handed to generate
+    def __init__(self):
+        self.module = model
     def generate_sequences(self, prompts):
         return self._generate_minibatch(prompts)
     def _generate_minibatch(self, prompts):
         ids, mask = prompts.batch["input_ids"], prompts.batch["attention_mask"]
-        out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True,
-                             max_new_tokens=6, min_new_tokens=6, pad_token_id=0,
-                             eos_token_id=None)
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        out = self.module.generate(input_ids=ids, attention_mask=mask, position_ids=pos,
+                                   do_sample=True, max_new_tokens=6, min_new_tokens=6,
+                                   pad_token_id=0, eos_token_id=None)
         return Proto({{"responses": out[:, ids.shape[1]:]}}, {{}}, {{}})
 
 
@@ -207,6 +220,7 @@ def batch(seeds):
 r = HFRollout()
 torch.manual_seed(0); plain_a = r.generate_sequences(batch([1]*6)).batch["responses"]
 torch.manual_seed(1); plain_b = r.generate_sequences(batch([1]*6)).batch["responses"]
+plain_kwargs = seen[-1]
 P.patch_hf_rollout(mod)
 r = HFRollout()
 torch.manual_seed(123)
@@ -218,15 +232,19 @@ b = r.generate_sequences(batch([11, 12, 13, 14, 15, 16])).batch["responses"]
 c = r.generate_sequences(batch([14, 12, 13, 11, 15, 16])).batch["responses"]
 print(json.dumps({{"plain_depends_on_global": plain_a.tolist() != plain_b.tolist(),
                   "a": a.tolist(), "b": b.tolist(), "c": c.tolist(),
-                  "global_untouched": untouched}}))
+                  "global_untouched": untouched, "plain_kwargs": plain_kwargs,
+                  "patched_kwargs": seen[-1], "restored": "generate" not in vars(model)
+                  or vars(model)["generate"] is recording_generate}}))
 """
 
 
 def test_hf_rollout_samples_each_request_under_its_own_seed(tmp_path: Path) -> None:
-    """The defect the patch fixes: verl-agent's HF rollout samples from torch's global
-    generator (the arms of a seed would not sample the same step-1 rollouts). Patched: a
+    """The defects the patch fixes: verl-agent's HF rollout samples from torch's global
+    generator (the arms of a seed would not sample the same step-1 rollouts), and hands
+    ``generate`` the prompt's ``position_ids`` (not extended while decoding). Patched: a
     row's answer depends on its prompt and seed only (not on the global state, not on the
-    other rows), the rows of a group (same prompt, distinct seeds) differ."""
+    other rows), the rows of a group (same prompt, distinct seeds) differ, and ``generate``
+    derives positions from the attention mask."""
     out = json.loads(_child(_HF.format(repo=str(REPO), work=str(tmp_path))).splitlines()[-1])
     a, b, c = out["a"], out["b"], out["c"]
     assert out["plain_depends_on_global"]
@@ -234,6 +252,54 @@ def test_hf_rollout_samples_each_request_under_its_own_seed(tmp_path: Path) -> N
     assert c[0] == a[3] and c[3] == a[0] and c[1:3] == a[1:3]   # a row follows its seed
     assert len({tuple(x) for x in a[:4]}) > 1       # one prompt, distinct seeds
     assert out["global_untouched"]
+    assert "position_ids" in out["plain_kwargs"]
+    assert "position_ids" not in out["patched_kwargs"] and "attention_mask" in \
+        out["patched_kwargs"]
+    assert out["restored"]
+
+
+_POSITIONS = """
+import json, sys, torch
+from pathlib import Path
+from ccpo_lab.backends.verl.smoke_env import build_tiny_model, load_tiny_model
+model, tok = load_tiny_model(build_tiny_model(Path({work!r}) / "tiny"), "cpu")
+enc = tok(["task 1 : find the key ."], return_tensors="pt", padding="max_length", max_length=16)
+ids, mask = enc["input_ids"], enc["attention_mask"]
+pos = (mask.cumsum(-1) - 1).clamp(min=0)
+kw = dict(do_sample=False, max_new_tokens=8, min_new_tokens=8, pad_token_id=0,
+          eos_token_id=None, output_scores=True, return_dict_in_generate=True)
+given = model.generate(input_ids=ids, attention_mask=mask, position_ids=pos, **kw)
+derived = model.generate(input_ids=ids, attention_mask=mask, **kw)
+# the true next-token logits of the greedy continuation, one full forward at true positions
+seq = derived.sequences
+full_mask = torch.cat([mask, torch.ones(1, 8, dtype=mask.dtype)], 1)
+true = model(input_ids=seq, attention_mask=full_mask,
+             position_ids=(full_mask.cumsum(-1) - 1).clamp(min=0)).logits[0, 15:-1]
+d_derived = max(float((s[0] - t).abs().max()) for s, t in zip(derived.scores, true))
+import transformers
+print(json.dumps({{"transformers": transformers.__version__, "d_derived": d_derived,
+                  "same_tokens":
+                   given.sequences.tolist() == derived.sequences.tolist(),
+                   "d_given": max(float((a[0] - b[0]).abs().max())
+                                  for a, b in zip(given.scores, derived.scores))}}))
+"""
+
+
+def test_generate_misplaces_tokens_when_handed_the_prompts_position_ids(
+        tmp_path: Path) -> None:
+    """Why the HF rollout patch drops ``position_ids``: in the trainer environment's
+    transformers (4.57; ``CCPO_LAB_TRAINER_PYTHON`` when set), ``generate`` handed them
+    decodes every new token at the last prompt position, so its steps differ from a
+    forward at the true positions; without them they agree. (transformers 5, ccpo-lab's
+    own environment, extends them: there both agree.)"""
+    python = os.environ.get("CCPO_LAB_TRAINER_PYTHON") or sys.executable
+    out = json.loads(_child(_POSITIONS.format(work=str(tmp_path)),
+                            python=python).splitlines()[-1])
+    assert out["d_derived"] < 1e-3
+    if int(out["transformers"].split(".")[0]) < 5:
+        assert out["d_given"] > 1e-2 and not out["same_tokens"], out
+    else:
+        assert out["d_given"] < 1e-3, out
 
 
 # ----------------------------------------------------------------------- held-back saves
