@@ -88,7 +88,7 @@ class _Stream:
     has_val: bool = False
     """Some metric is held-out (``val/*``)."""
     long: int = 0
-    """Lines longer than the line bound, skipped (console logs)."""
+    """Lines longer than the line bound, skipped."""
     first_long: str = ""
     """The first of them, for a person."""
 
@@ -108,19 +108,15 @@ def _number(value: Any) -> tuple[bool, float | None]:
     return False, None
 
 
-def _lines(path: Path, f: IO[bytes], seen: _Stream, *, strict: bool
-           ) -> Iterator[tuple[int, bytes, bool]]:
+def _lines(f: IO[bytes], seen: _Stream) -> Iterator[tuple[int, bytes, bool]]:
     """``(line number, line without its end, whether it had one)`` of a binary file, read
     a chunk at a time (:func:`~ccpo_lab.runs.files.read_lines`: memory does not grow
-    with the longest line). A line longer than :data:`~ccpo_lab.runs.files.MAX_LINE`
-    refuses the import (``strict``: every line of a JSONL log is a row) or is skipped and
-    counted in ``seen`` (a console log, whose other lines are skipped anyway)."""
+    with the longest line). A line longer than :data:`~ccpo_lab.runs.files.MAX_LINE` is
+    not a metrics line: it is skipped, counted and named in ``seen`` (the import warns)."""
     for i, raw in enumerate(read_lines(f), 1):
         if type(raw) is bytes:
             yield i, raw[:-1] if raw.endswith(b"\r") else raw, True
         elif isinstance(raw, Cut) and raw.long:
-            if strict:
-                raise UserError(f"line {i} is {raw.why()}; nothing imported", file=path)
             seen.long += 1
             seen.first_long = seen.first_long or f"line {i}: {raw.why()}"
         elif isinstance(raw, Cut):
@@ -147,7 +143,7 @@ def _check_step(path: Path, i: int, step: Any) -> int:
 
 def _jsonl_rows(path: Path, f: IO[bytes], seen: _Stream) -> Iterator[tuple[int, dict]]:
     """Rows of verl's file-logger JSONL, one per line, checked."""
-    for i, raw, ended in _lines(path, f, seen, strict=True):
+    for i, raw, ended in _lines(f, seen):
         if not raw.strip():
             continue
         try:
@@ -194,7 +190,7 @@ def _console_value(text: str) -> float | None:
 
 def _console_rows(path: Path, f: IO[bytes], seen: _Stream) -> Iterator[tuple[int, dict]]:
     """Rows of verl's console log: ``step:N - key:value - ...`` lines among any others."""
-    for i, raw, ended in _lines(path, f, seen, strict=False):
+    for i, raw, ended in _lines(f, seen):
         if b"step:" not in raw:
             continue
         line = _ANSI.sub("", raw.decode("utf-8", errors="replace")).rstrip("\r")
@@ -420,7 +416,7 @@ def _import(root: Path, arm: str, seed: int, source: str | Path, src: Path, fmt:
         if seen.skipped:
             warnings.append(f"{seen.skipped} non-numeric values left out")
         if seen.long:
-            warnings.append(f"{seen.long} line(s) too long to be a metrics line, not read "
+            warnings.append(f"{seen.long} line(s) too long to be a metrics row, not read "
                             f"(the first: {seen.first_long})")
         target, status = _target(root, arm, seed, record, replace)
         if status == "unchanged":

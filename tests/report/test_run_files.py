@@ -101,6 +101,26 @@ def test_run_files_linked_out_are_named_a_link_inside_is_followed(
     assert "SECRET" not in cap.out + cap.err and "grpo/seed-1" in cap.out
 
 
+def test_verify_reads_no_rollouts_outside_the_sweep(study: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """``verify`` shows the first diverging observation and action of two rollout files:
+    one linked to another sweep's (or any file) outside is named, not read or shown."""
+    other = tmp_path / "other" / "step-000001.jsonl"
+    other.parent.mkdir()
+    other.write_text(json.dumps({"task_id": "t00", "rollout": 0, "turns": [
+        {"obs": SECRET, "action": "look"}]}) + "\n")
+    rollouts = study / "gigpo" / "seed-0" / "rollouts" / "step-000001.jsonl"
+    rollouts.unlink()
+    rollouts.symlink_to(other)
+    run = json.loads((study / "gigpo" / "seed-0" / "run.json").read_text())
+    run["step1"]["fingerprint"] = "0" * 64  # differs from grpo's: verify locates it
+    (study / "gigpo" / "seed-0" / "run.json").write_text(json.dumps(run))
+    assert main(["verify", str(study)]) == 1
+    cap = capsys.readouterr()
+    assert "SECRET" not in cap.out + cap.err
+    assert "step-1 rollouts cannot be read" in cap.out and "is a link to" in cap.out
+
+
 @pytest.mark.parametrize("kind", ["fifo", "directory"])
 def test_a_metrics_file_that_is_not_a_regular_file_is_named(study: Path, kind: str) -> None:
     """A FIFO where ``metrics.jsonl`` should be: a reader that opened it would wait for a
@@ -178,25 +198,38 @@ def test_a_long_line_in_the_middle_is_named_and_left_out(study: Path) -> None:
 
 def test_import_names_a_line_longer_than_the_bound(tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    """Item 10 for ``import``: a console log with one 5 MiB line is imported without it,
-    the line named (it was skipped without a word, and held whole); a JSONL log with one
-    is refused naming it (every line of a JSONL log is a row)."""
+    """Item 10 for ``import``: a log with one 5 MiB line (a console log's junk, or the NUL
+    bytes a power loss leaves in a JSONL log) is imported without it, the line named; it
+    was held whole (828 MB for 200 MB), and in a console log skipped without a word."""
     console = tmp_path / "console.log"
     console.write_bytes(b"starting\n" + b"#" * (MAX_LINE + 10) + b"\n"
                         + b"step:0 - val/success_rate:0.25\nstep:1 - val/success_rate:0.5\n")
-    assert main(["import", str(tmp_path / "res" / "old"), str(console), "--arm", "grpo",
-                 "--seed", "0"]) == 0
-    err = capsys.readouterr().err
-    assert "1 line(s) too long to be a metrics line, not read (the first: line 2: a line of " \
-           "4,194,314 bytes" in err
-    rows = (tmp_path / "res" / "old" / "grpo" / "seed-0" / "metrics.jsonl").read_text()
-    assert [json.loads(x)["step"] for x in rows.splitlines()] == [0, 1]
-
     jsonl = tmp_path / "run.jsonl"
     jsonl.write_bytes(b'{"step": 0, "data": {"val/success_rate": 0.25}}\n'
-                      + b"\0" * (MAX_LINE + 10) + b"\n")
-    assert main(["import", str(tmp_path / "res" / "old"), str(jsonl), "--arm", "gigpo",
-                 "--seed", "0"]) == 2
-    err = capsys.readouterr().err
-    assert "line 2 is a line of 4,194,314 bytes of NUL bytes" in err
-    assert "nothing imported" in err and not (tmp_path / "res" / "old" / "gigpo").exists()
+                      + b"\0" * (MAX_LINE + 10) + b"\n"
+                      + b'{"step": 1, "data": {"val/success_rate": 0.5}}\n')
+    for arm, log, what in (("grpo", console, "starting '####"), ("gigpo", jsonl, "of NUL bytes")):
+        assert main(["import", str(tmp_path / "res" / "old"), str(log), "--arm", arm,
+                     "--seed", "0"]) == 0
+        err = capsys.readouterr().err
+        assert "1 line(s) too long to be a metrics row, not read (the first: line 2: a line " \
+               "of 4,194,314 bytes " in err and what in err and "longer than 4 MiB" in err
+        rows = (tmp_path / "res" / "old" / arm / "seed-0" / "metrics.jsonl").read_text()
+        assert [json.loads(x)["step"] for x in rows.splitlines()] == [0, 1]
+
+
+def test_a_resume_truncates_a_nul_tail_streaming(tmp_path: Path) -> None:
+    """A run resumed after a power loss drops the rows after its checkpoint and the NUL
+    tail, reading the file a chunk at a time; a file with nothing to drop is not
+    rewritten."""
+    from ccpo_lab.runs.metrics import append_metrics, read_metrics, truncate_metrics
+
+    p = tmp_path / "metrics.jsonl"
+    for step in range(6):
+        append_metrics(p, step, {"val/success_rate": step / 10})
+    inode = p.stat().st_ino
+    assert truncate_metrics(p, 10) == 0 and p.stat().st_ino == inode  # nothing to drop
+    _nul_tail(p)
+    assert truncate_metrics(p, 3) == 2
+    assert [r["step"] for r in read_metrics(p)] == [0, 1, 2, 3]
+    assert p.stat().st_size < 1000
