@@ -34,7 +34,6 @@ from typing import Any
 
 import numpy as np
 
-from ccpo_lab.config.yamlio import atomic_write_text
 from ccpo_lab.runs.files import Cut, excerpt, open_file, read_lines
 
 MAX_STEP = 2**31 - 1
@@ -303,16 +302,42 @@ def read_metrics(path: str | Path, root: str | Path | None = None) -> list[dict[
 
 
 def truncate_metrics(path: str | Path, last_step: int) -> int:
-    """Keep only rows with ``step <= last_step`` (atomic rewrite); return rows dropped."""
+    """Keep only rows with ``step <= last_step`` (atomic rewrite, only when something
+    changes); return rows dropped. Streamed: memory does not grow with the file or its
+    longest line (a cut-off last line, the NUL bytes of a power loss included, is dropped).
+
+    Raises:
+        MetricsFormatError: a complete line that is not a row (the file is left as it is).
+    """
+    import filecmp
+    import tempfile
+
     p = Path(path)
     if not p.is_file():
         return 0
-    rows = read_metrics(p)
-    keep = [r for r in rows if r["step"] <= last_step]
-    text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in keep)
-    if p.read_text(encoding="utf-8", errors="replace") != text:
-        atomic_write_text(p, text)
-    return len(rows) - len(keep)
+    scan = MetricsScan(p, keep=1)
+    dropped = 0
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            for r in scan:
+                if r.step > last_step:
+                    dropped += 1
+                    continue
+                out.write(json.dumps({"step": r.step, "data": r.data}, sort_keys=True) + "\n")
+            err = scan.error()
+            if err is not None:
+                raise err
+            out.flush()
+            os.fsync(out.fileno())
+        if filecmp.cmp(tmp, p, shallow=False):
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return dropped
 
 
 def series(rows: Iterable[Mapping[str, Any]], name: str) -> tuple[np.ndarray, np.ndarray]:
