@@ -27,6 +27,7 @@ A leaf module: the standard library only.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import stat
 from collections.abc import Iterator
@@ -88,14 +89,49 @@ def _inside(real: str, root: str) -> bool:
     return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
+@functools.lru_cache(maxsize=4096)
+def _real_dir(path: str, ident: tuple[int, int]) -> str:
+    """The real path of directory ``path``, whose ``stat`` is ``ident`` (device, inode):
+    a directory replaced since (by a link elsewhere) has another identity, so it is
+    resolved again."""
+    return os.path.realpath(path)
+
+
+def realpath(path: str | Path) -> str:
+    """``os.path.realpath(path)``, with the real paths of directories cached by identity
+    (a run's files share theirs): one ``stat`` and one ``lstat`` per file when neither
+    the file nor its directory is a link."""
+    text = str(path)
+    parent = os.path.dirname(text) or "."
+    try:
+        st = os.stat(parent)
+    except OSError:
+        return os.path.realpath(text)
+    full = os.path.join(_real_dir(parent, (st.st_dev, st.st_ino)), os.path.basename(text))
+    try:
+        if stat.S_ISLNK(os.lstat(full).st_mode):
+            return os.path.realpath(full)
+    except OSError:
+        pass
+    return full
+
+
+def _real_root(root: str | Path) -> str:
+    try:
+        st = os.stat(root)
+    except OSError:
+        return os.path.realpath(root)
+    return _real_dir(str(root), (st.st_dev, st.st_ino))
+
+
 def check_inside(path: str | Path, root: str | Path) -> Path:
     """``path`` when its real path is inside ``root``'s; :class:`OutsideSweep` (naming the
     link and its target) otherwise. The file need not exist."""
     p = Path(path)
-    real = os.path.realpath(p)
-    if not _inside(real, os.path.realpath(root)):
-        raise OutsideSweep(p, f"is a link to {real}, outside the sweep directory "
-                              f"{os.path.realpath(root)}: not read")
+    real, top = realpath(p), _real_root(root)
+    if not _inside(real, top):
+        raise OutsideSweep(p, f"is a link to {real}, outside the sweep directory {top}: not "
+                              "read")
     return p
 
 
