@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -233,3 +234,17 @@ def test_a_resume_truncates_a_nul_tail_streaming(tmp_path: Path) -> None:
     assert truncate_metrics(p, 3) == 2
     assert [r["step"] for r in read_metrics(p)] == [0, 1, 2, 3]
     assert p.stat().st_size < 1000
+
+
+def test_a_manifest_linked_out_of_the_sweep_is_refused(study: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    """``sweep.json`` supplies the report's settings: one linked to another sweep's (or
+    any file) outside is named, not read."""
+    elsewhere = tmp_path / "other-sweep.json"
+    shutil.copy(study / "sweep.json", elsewhere)
+    (study / "sweep.json").unlink()
+    (study / "sweep.json").symlink_to(elsewhere)
+    assert main(["report", str(study), "--format", "md"]) == 2
+    err = capsys.readouterr().err
+    assert "sweep manifest is a link to" in err and str(elsewhere) in err
