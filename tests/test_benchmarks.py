@@ -39,3 +39,17 @@ def test_big_log_benchmark_measures_each_command(tmp_path: Path) -> None:
     assert all(r[3] == "0" and int(r[2]) > 0 for r in rows)
     sent = re.search(r"([0-9,]+) values, ([0-9,]+) values/s, (\d+) progress lines", out)
     assert sent is not None and int(sent.group(1).replace(",", "")) > 0
+
+
+@pytest.mark.slow
+def test_long_line_benchmark_measures_each_command() -> None:
+    out = subprocess.run(
+        [sys.executable, "benchmarks/bench_long_lines.py", "--mb", "5", "--rows", "30"],
+        cwd=REPO, capture_output=True, text=True, timeout=600, check=True).stdout
+    rows = re.findall(r"^\s+this (.+?)\s+([0-9.]+) s\s+(\d+) MB  rc (\d+)$", out, re.M)
+    assert [r[0] for r in rows] == [
+        "import (clean log)", "status", "report --format json", "sync",
+        "status + 5 MB NUL tail", "report --format json + 5 MB NUL tail",
+        "sync + 5 MB NUL tail", "import JSONL, one 5 MB line",
+        "import console, one 5 MB line"]
+    assert all(r[3] == "0" and int(r[2]) > 0 for r in rows)

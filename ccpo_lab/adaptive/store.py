@@ -102,11 +102,13 @@ def read_record(sweep: SweepDir) -> DesignRecord | None:
     Raises:
         UserError: the file exists but cannot be read back (named, never overwritten).
     """
+    from ccpo_lab.runs.files import read_small
+
     path = sweep.adaptive_state
-    if not path.is_file():
+    if not path.is_file() and not path.is_symlink():
         return None
     try:
-        return DesignRecord.from_json(path.read_text(encoding="utf-8"))
+        return DesignRecord.from_json(read_small(path, sweep.path).decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError, UserError) as e:
         raise UserError(f"the adaptive design's state cannot be read ({e}); it is left as "
                         "it is: restore it, or move it away to start the design over",
@@ -125,17 +127,28 @@ def run_score(rd: RunDir, metric: str, window_start: int) -> float:
     Raises:
         UserError: the run's metrics file cannot be read (naming it).
     """
-    from ccpo_lab.runs.metrics import MetricsFormatError, read_metrics
+    from ccpo_lab.runs.metrics import MetricsScan, value_problem
     from ccpo_lab.stats import window_summary
 
+    pts = []
+    scan = MetricsScan(rd.metrics, keep=1, root=rd.sweep_root)
     try:
-        rows = read_metrics(rd.metrics)
-    except (MetricsFormatError, OSError) as e:
+        for r in scan:
+            v = r.data.get(metric)
+            if v is None and metric not in r.data:
+                continue
+            why = value_problem(v, metric)
+            if why is not None and v is not None:  # null: not finite when logged, skipped
+                scan.problem(r.line, f"{metric}: {why}")
+            elif why is None and v is not None:
+                pts.append((r.step, float(v)))
+    except OSError as e:
         raise UserError(f"cannot read the run's metrics for the adaptive design: {e}",
                         file=rd.metrics) from None
-    pts = [(int(r["step"]), float(r["data"][metric])) for r in rows
-           if isinstance(r["data"].get(metric), int | float)
-           and not isinstance(r["data"].get(metric), bool)]
+    err = scan.error()
+    if err is not None:
+        raise UserError(f"cannot read the run's metrics for the adaptive design: {err}",
+                        file=rd.metrics)
     steps = np.array([s for s, _ in pts], dtype=np.int64)
     vals = np.array([v for _, v in pts], dtype=np.float64)
     return float(window_summary(steps, vals, window_start).mean)

@@ -1,9 +1,12 @@
 """``ccpo-lab``: the Typer application and its one error boundary.
 
 A :class:`~ccpo_lab.errors.UserError` prints one line (``error: ...``) and exits 2, a
-usage error (missing argument, unknown command or option) its usage line and exits 2;
-any other exception prints one line pointing at ``CCPO_LAB_DEBUG=1`` and exits 1. With
-``CCPO_LAB_DEBUG=1`` the traceback is shown.
+usage error (missing argument, unknown command or option) its usage line and exits 2; an
+:class:`~ccpo_lab.errors.EnvironmentFailure` (a full disk, an I/O error) one line and exits
+1; an :class:`OSError` of the environment that reaches the boundary (a read-only or full
+disk, a symlink loop, a permission) one line naming the path and what to do
+(:func:`~ccpo_lab.errors.os_failure`); any other exception prints one line pointing at
+``CCPO_LAB_DEBUG=1`` and exits 1. With ``CCPO_LAB_DEBUG=1`` the traceback is shown.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from ccpo_lab.cli import status as status_cmd  # noqa: E402
 from ccpo_lab.cli import sweep as sweep_cmd  # noqa: E402
 from ccpo_lab.cli import sync as sync_cmd  # noqa: E402
 from ccpo_lab.cli import verify as verify_cmd  # noqa: E402
-from ccpo_lab.errors import UserError  # noqa: E402
+from ccpo_lab.errors import UserError, os_failure  # noqa: E402
 
 # Each command module has ``register(app)``; keep these modules light at import time.
 _COMMAND_MODULES = (
@@ -84,18 +87,16 @@ def main(argv: list[str] | None = None) -> int:
 
     A usage error (a missing argument, an unknown command or option: Typer's own
     exceptions, ``typer.TyperException``) prints the usage line and exits 2; a
-    :class:`UserError` prints one line and exits 2; anything else is a bug (exit 1).
+    :class:`UserError` prints one line and exits with its code (2; 1 for an environment
+    failure), as does an :class:`OSError` of the environment; anything else is a bug
+    (exit 1).
     """
     try:
         rv = app(args=argv, prog_name="ccpo-lab", standalone_mode=False)
     except UserError as e:
         if debug():
             raise
-        lines = str(e).splitlines() or [""]
-        typer.echo(f"error: {lines[0]}", err=True)
-        for line in lines[1:]:
-            typer.echo(line, err=True)
-        return 2
+        return _say(e)
     except typer.Exit as e:
         return int(e.exit_code)
     except typer.TyperException as e:
@@ -108,12 +109,18 @@ def main(argv: list[str] | None = None) -> int:
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("aborted", err=True)
         return 130
-    except (NotADirectoryError, IsADirectoryError, FileExistsError, PermissionError) as e:
+    except OSError as e:
         if debug():
             raise
-        # a path the user gave (or a parent of it) that cannot be used as asked
-        typer.echo(f"error: {e.filename}: {e.strerror}", err=True)
-        return 2
+        # a path the user gave (or a parent of it) that cannot be used as asked, a full disk
+        from ccpo_lab.runs.files import RunFileError
+
+        failure = UserError(str(e)) if isinstance(e, RunFileError) else os_failure(e)
+        if failure is None:
+            typer.echo(f"internal error: {type(e).__name__}: {e} (set CCPO_LAB_DEBUG=1 for "
+                       "the traceback)", err=True)
+            return 1
+        return _say(failure)
     except Exception as e:  # noqa: BLE001 - the one boundary
         if debug():
             raise
@@ -121,6 +128,15 @@ def main(argv: list[str] | None = None) -> int:
                    "traceback)", err=True)
         return 1
     return int(rv) if isinstance(rv, int) else 0
+
+
+def _say(e: UserError) -> int:
+    """Print ``e`` (``error: ...`` and its detail lines); return its exit code."""
+    lines = str(e).splitlines() or [""]
+    typer.echo(f"error: {lines[0]}", err=True)
+    for line in lines[1:]:
+        typer.echo(line, err=True)
+    return int(e.exit_code)
 
 
 def entry() -> None:

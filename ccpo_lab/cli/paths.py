@@ -2,18 +2,32 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
-from ccpo_lab.errors import UserError
+from ccpo_lab.errors import UserError, os_failure
 
 
 def output_dir(path: Path, option: str) -> Path:
     """``path`` as a directory to write into (it may not exist yet): refuse it when it,
-    or the nearest of its parents that exists, is not a directory."""
+    or the nearest of its parents that exists, is not a directory, or cannot be reached
+    (a symbolic link loop, a directory it may not search: one line naming ``option``)."""
     p = path
-    while not p.exists() and p != p.parent:
-        p = p.parent
-    if p.exists() and not p.is_dir():
+    while True:
+        try:
+            st = os.stat(p)
+            break
+        except (FileNotFoundError, NotADirectoryError):  # walk up to what exists
+            if p == p.parent:
+                return path
+            p = p.parent
+        except OSError as e:
+            failure = os_failure(e, option, file=path)
+            if failure is None:
+                raise
+            raise failure from None
+    if not stat.S_ISDIR(st.st_mode):
         what = "is a file" if p == path else f"{p} is a file"
         raise UserError(f"{what}, expected a directory", file=path, key=option)
     return path

@@ -36,7 +36,8 @@ def report(
                                               "resamples (default 50000)."),
     alpha: float | None = typer.Option(None, "--alpha", help="Family-wise level (Holm)."),
     power: float | None = typer.Option(None, "--power", help="Target power for seeds needed."),
-    seed: int = typer.Option(0, "--bootstrap-seed", help="Seed of the bootstrap generator."),
+    seed: int = typer.Option(0, "--bootstrap-seed", min=0,
+                             help="Seed of the bootstrap generator (>= 0)."),
     sync: bool = typer.Option(True, "--sync/--no-sync", help="With --out: sync the runs and "
                               "log the report to MLflow (when the sweep's tracking is on)."),
 ) -> None:

@@ -20,8 +20,10 @@ from ccpo_lab.launch.status import (
 from ccpo_lab.runs.layout import RunDir
 
 STATE_STYLE = {"pending": "dim", "running": "cyan", "completed": "green", "failed": "bold red",
-               "cancelled": "yellow", "interrupted": "yellow", "requeued": "magenta"}
-_ORDER = ("completed", "running", "requeued", "pending", "interrupted", "failed", "cancelled")
+               "cancelled": "yellow", "interrupted": "yellow", "requeued": "magenta",
+               "left out": "bold yellow"}
+_ORDER = ("completed", "running", "requeued", "pending", "interrupted", "failed", "cancelled",
+          "left out")
 BAR_MIN_WIDTH = 100
 """Terminal width from which the live view adds a progress bar to the step column."""
 

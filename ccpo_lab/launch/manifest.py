@@ -20,7 +20,10 @@ from ccpo_lab.runs.layout import RunDir, SweepDir
 
 def write_manifest(sw: Sweep, sweep_dir: Path,
                    runs: Sequence[tuple[RunConfig, RunDir]]) -> dict[str, Any]:
-    """Create or merge the manifest for ``runs`` (``(RunConfig, RunDir)`` pairs)."""
+    """Create or merge the manifest for ``runs`` (``(RunConfig, RunDir)`` pairs).
+
+    A manifest that would change only its ``updated`` time is not rewritten: a relaunch
+    that changes nothing writes nothing (it works on a read-only results directory)."""
     from ccpo_lab.runs.provenance import now_iso
 
     sd = SweepDir(Path(sweep_dir))
@@ -44,5 +47,18 @@ def write_manifest(sw: Sweep, sweep_dir: Path,
         "warnings": sw.warnings,
         "submissions": list(old.get("submissions", [])),
     }
+    if _same(old, data):
+        return old
     sd.write_manifest(data)
     return data
+
+
+def _same(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether two manifests say the same (their ``updated`` times aside), as JSON."""
+    import json
+
+    def text(d: dict[str, Any]) -> str:
+        return json.dumps({k: v for k, v in d.items() if k != "updated"}, sort_keys=True,
+                          default=str)
+
+    return bool(old) and text(old) == text(new)

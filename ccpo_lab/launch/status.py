@@ -8,6 +8,12 @@ sees: one short scheduler query per launcher kind (``sacct``/``squeue`` for Slur
 queue's process for ``local``/``inline``. A job the scheduler cancelled, or an executor
 that vanished (``interrupted``), shows as such even though the run could not record it.
 Everything comes from the sweep directory; nothing here waits for a job.
+
+A directory that is not a run of its place (its ``run.json`` missing, unreadable, or
+naming another arm, seed or sweep, or another run id than the manifest lists there: a run
+copied in from another sweep) is shown as ``left out`` with the reason, as ``report`` and
+``sync`` leave it out; nothing more of it is read. Files are read through the run-file
+gateway (:mod:`ccpo_lab.runs.files`): nothing outside the sweep directory is read.
 """
 
 from __future__ import annotations
@@ -20,10 +26,13 @@ from typing import Any
 
 from ccpo_lab.launch.base import TERMINAL, Launcher, Reconciled
 from ccpo_lab.launch.registry import LAUNCHERS
-from ccpo_lab.runs.layout import RunDir, SweepDir
+from ccpo_lab.runs.files import RunFileError, check_inside
+from ccpo_lab.runs.layout import Placed, RunDir, SweepDir
 from ccpo_lab.runs.owner import Owner, current_owner
 
 VAL_METRIC = "val/success_rate"
+LEFT_OUT = "left out"
+"""The state shown for a directory that is not a run of its place (see the module)."""
 
 
 @dataclass(frozen=True)
@@ -102,18 +111,34 @@ def _metrics_tail(rd: RunDir) -> tuple[int, float | None, str]:
     from ccpo_lab.runs.metrics import tail_metrics
 
     try:
-        t = tail_metrics(rd.metrics, VAL_METRIC)
+        t = tail_metrics(rd.metrics, VAL_METRIC, root=rd.sweep_root)
+    except RunFileError as e:
+        return 0, None, f"metrics.jsonl {e.why}"
     except OSError as e:
         return 0, None, f"metrics unreadable: {e}"
-    _, place = rd.place_problem()
-    return t.last_step, t.last_value, "; ".join(x for x in (place, t.note) if x)
+    return t.last_step, t.last_value, t.note
 
 
-def _own_run(rd: RunDir) -> dict[str, Any]:
-    """``run.json`` when it is this directory's own ({} when missing, unreadable, or copied
-    from elsewhere: the row then shows the directory's place, and the note says why)."""
-    run, problem = rd.place_problem()
-    return run if problem is None else {}
+def _inside(path: Any, root: Path) -> str | None:
+    """A log path of ``job.json`` when it is inside the sweep directory (None otherwise:
+    the gateway reads nothing outside it)."""
+    if not isinstance(path, str) or not path:
+        return None
+    try:
+        check_inside(path, root)
+    except RunFileError:
+        return None
+    return path
+
+
+def _left_out(p: Placed) -> RunStatus:
+    """The row of a directory that is not a run of its place: named, nothing more read."""
+    rd = p.rd
+    return RunStatus(path=rd.path, arm=rd.arm, seed=-1 if rd.seed is None else rd.seed,
+                     state=LEFT_OUT, file_state=LEFT_OUT, launcher=None, job_id=None,
+                     scheduler=None, step=0, total=0, last_val=None, elapsed_s=None,
+                     stdout=None, stderr=None, error=None, traceback=None,
+                     note=f"left out: {p.problem}")
 
 
 def tracker(kind: Any) -> type[Launcher]:
@@ -142,11 +167,15 @@ def collect_status(sweep_dir: str | Path, runs: Sequence[RunDir] | None = None, 
 
     ``scheduler``: ask each launcher's scheduler (one short query per kind).
     """
-    dirs = list(runs) if runs is not None else SweepDir(Path(sweep_dir)).run_dirs()
-    infos = [(rd, _own_run(rd), rd.read_state(), rd.read_job()) for rd in dirs]
+    sd = SweepDir(Path(sweep_dir))
+    dirs = list(runs) if runs is not None else sd.run_dirs()
+    placed = sd.check_places(dirs)
+    infos = [(p.rd, p.run, p.rd.read_state(), p.rd.read_job()) for p in placed
+             if p.problem is None]
     states = _scheduler_states([j for *_, j in infos], scheduler)
     now = datetime.now(timezone.utc).timestamp()
-    out = []
+    rows: dict[Path, RunStatus] = {p.rd.path: _left_out(p) for p in placed
+                                   if p.problem is not None}
     for rd, info, st, job in infos:
         kind = job.get("launcher")
         track = tracker(kind)
@@ -170,18 +199,22 @@ def collect_status(sweep_dir: str | Path, runs: Sequence[RunDir] | None = None, 
         eta = (max(0, total - step) / rate if rate and shown.state == "running" and total
                else None)
         failed = shown.state in ("failed", "interrupted")
-        out.append(RunStatus(
+        logs = {k: _inside(job.get(k), sd.path) for k in ("stdout", "stderr")}
+        if any(job.get(k) and logs[k] is None for k in logs):
+            mnote = "; ".join(x for x in (mnote, "job.json names logs outside the sweep "
+                                          "directory: not read") if x)
+        rows[rd.path] = RunStatus(
             path=rd.path, arm=str(info.get("arm", rd.arm)),
             seed=int(info.get("seed", -1 if rd.seed is None else rd.seed)),
             state=shown.state, file_state=file_state, launcher=kind,
             job_id=track.job_label(job, st), scheduler=sched, step=step,
             total=total, last_val=val, elapsed_s=elapsed,
-            stdout=job.get("stdout"), stderr=job.get("stderr"),
+            stdout=logs["stdout"], stderr=logs["stderr"],
             error=st.get("error") if failed else None,
             traceback=st.get("traceback") if failed else None,
             note="; ".join(x for x in (shown.note, mnote) if x), live=shown.live,
-            owner=owner, steps_per_s=rate, eta_s=eta))
-    return out
+            owner=owner, steps_per_s=rate, eta_s=eta)
+    return [rows[rd.path] for rd in dirs]
 
 
 def _rate(st: dict[str, Any]) -> float | None:

@@ -183,13 +183,15 @@ def _check_metric(runs: Mapping[tuple[str, int], RunData], metric: str) -> None:
     if any(metric in r.series for r in runs.values()):
         return
     from ccpo_lab.runs.layout import RunDir
-    from ccpo_lab.runs.metrics import metric_names, read_metrics
+    from ccpo_lab.runs.metrics import MetricsScan
 
     logged: set[str] = set()
     for r in list(runs.values())[:20]:  # enough to list what the sweep logs
+        rd = RunDir(r.path)
         try:
-            logged.update(metric_names(read_metrics(RunDir(r.path).metrics)))
-        except (OSError, ValueError):
+            for row in MetricsScan(rd.metrics, keep=0, root=rd.sweep_root):  # streamed
+                logged.update(row.data)
+        except OSError:
             continue
     valid = sorted(n for n in logged if n.startswith("val/")) or sorted(logged)
     raise UserError("metric not logged by any run of this sweep", key="metric", value=metric,

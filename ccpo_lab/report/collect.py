@@ -25,13 +25,16 @@ from typing import Any
 import numpy as np
 
 from ccpo_lab.report.discover import FoundRun
+from ccpo_lab.runs.files import MAX_LINE, Cut, RunFileError, open_file, read_small
 from ccpo_lab.runs.layout import RunDir
 from ccpo_lab.runs.metrics import (
+    EPISODE_COUNT,
     MAX_STEP,
     LineProblem,
     MetricsFormatError,
     MetricsScan,
     fast_loads,
+    is_proportion,
     value_problem,
 )
 
@@ -51,7 +54,7 @@ TASK_METRICS: tuple[str, ...] = tuple(f"val/{name}_success_rate" for _, name in 
 ALL_METRIC = "val/success_rate"
 VAL_TURNS = "val/length/mean"
 TRAIN_TURNS = "episode/length/mean"
-N_EPISODES = "val/n_episodes"
+N_EPISODES = EPISODE_COUNT
 TASK_COLUMNS: tuple[str, ...] = (*(col for col, _ in TASKS), "All", "Turns")
 """Columns of the per-task-type table."""
 COLUMN_METRIC: dict[str, str] = {
@@ -138,15 +141,36 @@ def _parse_block(block: str) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
-def read_config_sections(path: Path) -> dict[str, Any]:
-    """``protocol``, ``backend`` and ``backend_runtime`` of a ``config.yaml`` ({} if absent).
+def read_config(path: Path) -> tuple[dict[str, Any], str | None]:
+    """A run's ``config.yaml`` as a mapping (:meth:`RunDir.read_config`: through the
+    run-file gateway) and why it could not be used (``({}, None)`` when absent)."""
+    try:
+        return RunDir(path.parent).read_config(), None
+    except RunFileError as e:
+        return {}, e.why
+    except (OSError, ValueError) as e:
+        return {}, f"unreadable ({e}): not used"
+
+
+def read_config_sections(path: Path, root: Path | None = None) -> dict[str, Any]:
+    """``protocol``, ``backend`` and ``backend_runtime`` of a ``config.yaml`` ({} if absent
+    or unreadable; :func:`config_sections` says why)."""
+    return config_sections(path, root)[0]
+
+
+def config_sections(path: Path, root: Path | None = None
+                    ) -> tuple[dict[str, Any], str | None]:
+    """``protocol``, ``backend`` and ``backend_runtime`` of a ``config.yaml`` ({} if absent),
+    and why it could not be used (None: it could, or it is absent). ``root``: the sweep
+    directory it must stay inside (default: that of its run directory).
 
     Each distinct section text is parsed once per process (sweeps repeat them).
     """
+    root = root if root is not None else RunDir(path.parent).sweep_root
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_small(path, root).decode("utf-8")
     except (OSError, UnicodeDecodeError):
-        return {}
+        return read_config(path)  # absent, or says why
     blocks = _top_level_blocks(text)
     out: dict[str, Any] = {}
     try:
@@ -156,15 +180,12 @@ def read_config_sections(path: Path) -> dict[str, Any]:
     except Exception:  # noqa: BLE001 - fall back to a whole-document parse
         out = {}
     if "protocol" not in out:
-        import yaml
-
-        try:
-            doc = yaml.safe_load(text)
-        except yaml.YAMLError:
-            return {}
-        out = {k: doc.get(k) for k in ("protocol", "backend", "backend_runtime")
-               if isinstance(doc, dict) and k in doc}
-    return out
+        doc, why = read_config(path)
+        out = {k: doc.get(k) for k in ("protocol", "backend", "backend_runtime") if k in doc}
+        if why is None and "protocol" not in out:
+            why = "has no protocol section: not used"
+        return out, why
+    return out, None
 
 
 @dataclass(frozen=True)
@@ -216,16 +237,18 @@ def _quick_block(data: bytes, end: int, names: Sequence[str]
     return out, rows[-1]["step"]
 
 
-def _quick(path: Path, names: Sequence[str]
+def _quick(path: Path, names: Sequence[str], root: Path
            ) -> tuple[list[tuple[int, dict]], int | None, LineProblem | None]:
     """``[(step, {name: value})]`` of the lines that can carry ``names`` (found by byte
     search, so training-only lines are never decoded), the last line's step, and a last
-    line without its line end. Reads :data:`CHUNK` bytes at a time; raises
-    :class:`_Unclear` at any line that is not a clean row; FileNotFoundError."""
+    line without its line end. Reads :data:`CHUNK` bytes at a time through the run-file
+    gateway (inside ``root``); raises :class:`_Unclear` at any line that is not a clean
+    row or is longer than :data:`~ccpo_lab.runs.files.MAX_LINE` (memory stays near two
+    chunks); FileNotFoundError; a ``RunFileError`` for a file the gateway refuses."""
     values: list[tuple[int, dict]] = []
     last: int | None = None
     carry = b""
-    with path.open("rb") as f:
+    with open_file(path, root) as f:
         while block := f.read(CHUNK):
             data = carry + block if carry else block
             end = data.rfind(b"\n") + 1
@@ -233,12 +256,13 @@ def _quick(path: Path, names: Sequence[str]
             values += got
             last = step if step is not None else last
             carry = data[end:]
+            if len(carry) > MAX_LINE:
+                raise _Unclear  # a line too long to hold: the line reader names it
     partial = None
     if carry.strip():
-        with path.open("rb") as f:
+        with open_file(path, root) as f:
             n_lines = sum(block.count(b"\n") for block in iter(lambda: f.read(CHUNK), b""))
-        partial = LineProblem(path, n_lines + 1, "the last line has no line end (a write in "
-                              "progress, or cut off): not used")
+        partial = LineProblem(path, n_lines + 1, Cut(carry, len(carry), False, False).why())
     return values, last, partial
 
 
@@ -263,8 +287,10 @@ _NUMBERS = {int, float, bool}
 
 
 def _arrays(by_name: dict[str, dict[int, Any]]) -> dict[str, Series]:
-    """Sorted ``(steps, values)`` per name; :class:`_Unclear` when a value is not a finite
-    number (checked for all values at once)."""
+    """Sorted ``(steps, values)`` per name; :class:`_Unclear` when a value is not usable
+    (:func:`~ccpo_lab.runs.metrics.value_problem`: not a finite number, a proportion
+    outside [0, 1], an episode count that is not a positive integer; checked for all
+    values at once)."""
     out: dict[str, Series] = {}
     for n, d in by_name.items():
         if not d:
@@ -277,6 +303,10 @@ def _arrays(by_name: dict[str, dict[int, Any]]) -> dict[str, Series]:
             raise _Unclear from None
         if not np.isfinite(vals).all():
             raise _Unclear
+        if is_proportion(n) and not ((vals >= 0) & (vals <= 1)).all():
+            raise _Unclear
+        if n == EPISODE_COUNT and not ((vals >= 1) & (vals == np.round(vals))).all():
+            raise _Unclear
         steps = np.fromiter(d.keys(), dtype=np.int64, count=len(d))
         order = np.argsort(steps, kind="stable")
         out[n] = (steps[order], vals[order])
@@ -286,14 +316,15 @@ def _arrays(by_name: dict[str, dict[int, Any]]) -> dict[str, Series]:
 _ABSENT = object()
 
 
-def _slow(path: Path, names: Sequence[str]
+def _slow(path: Path, names: Sequence[str], root: Path | None = None
           ) -> tuple[list[tuple[int, dict]], int | None, dict[int, list[int]],
                      LineProblem | None]:
     """Every row, line by line: raises :class:`MetricsFormatError` naming the first line
-    that is not a row, or whose value of a requested metric is not a finite number.
-    Returns the rows carrying ``names`` (reduced to them), the largest step, the lines of
-    each step, and a last line without its line end."""
-    scan = MetricsScan(path)
+    that is not a row, or whose value of a requested metric is not usable
+    (:func:`~ccpo_lab.runs.metrics.value_problem`). Returns the rows carrying ``names``
+    (reduced to them), the largest step, the lines of each step, and a last line without
+    its line end."""
+    scan = MetricsScan(path, root=root)
     values: list[tuple[int, dict]] = []
     last: int | None = None
     lines: dict[int, list[int]] = {}
@@ -301,7 +332,7 @@ def _slow(path: Path, names: Sequence[str]
         last = row.step if last is None else max(last, row.step)
         carried = {n: row.data[n] for n in names if n in row.data}
         for n, v in carried.items():
-            why = value_problem(v)
+            why = value_problem(v, n)
             if why is not None:
                 scan.problem(row.line, f"{n}: {why}")
         if carried:
@@ -313,22 +344,26 @@ def _slow(path: Path, names: Sequence[str]
     return values, last, lines, scan.partial
 
 
-def read_run_series(path: Path, names: Sequence[str]) -> SeriesRead:
+def read_run_series(path: Path, names: Sequence[str], root: Path | None = None
+                    ) -> SeriesRead:
     """The series of ``names`` in a metrics file, its last step and what was not used.
 
     A clean file is read quickly, :data:`CHUNK` bytes at a time, each chunk decoded in one
-    call and the requested values checked all at once. Anything else (a line cut short,
-    invalid UTF-8, a value of a requested metric that is not a finite number, a step
+    call and the requested values checked all at once. Anything else (a line cut short or
+    too long, invalid UTF-8, a value of a requested metric that is not usable, a step
     logged twice) is read again line by line to name it. A missing file gives an empty
-    read.
+    read. ``root``: the sweep directory the file must stay inside (default: its own
+    directory).
 
     Raises:
         MetricsFormatError: a complete line that is not a row, or a requested metric's
-            value that is not a finite number (its file, line and why).
+            value that is not usable (its file, line and why).
+        RunFileError: a file the run-file gateway does not read (a link out of the sweep).
     """
     lines: dict[int, list[int]] = {}
+    root = root if root is not None else path.parent
     try:
-        values, last, partial = _quick(path, names)
+        values, last, partial = _quick(path, names, root)
         by_name, again = _collect(values, names)
         if again:
             raise _Unclear
@@ -336,7 +371,7 @@ def read_run_series(path: Path, names: Sequence[str]) -> SeriesRead:
     except FileNotFoundError:
         return SeriesRead({}, None)
     except _Unclear:
-        values, last, lines, partial = _slow(path, names)  # names the line, or is clean
+        values, last, lines, partial = _slow(path, names, root)  # names the line, or is clean
         by_name, again = _collect(values, names)
         out = _arrays(by_name)
     max_parsed = max((s for s, _ in values), default=None)
@@ -347,19 +382,26 @@ def read_run_series(path: Path, names: Sequence[str]) -> SeriesRead:
     return SeriesRead(out, last, partial, repeated)
 
 
-def read_series(path: Path, names: Sequence[str]) -> tuple[dict[str, Series], int | None]:
+def read_series(path: Path, names: Sequence[str], root: Path | None = None
+                ) -> tuple[dict[str, Series], int | None]:
     """``(series, last step)`` of :func:`read_run_series`."""
-    r = read_run_series(path, names)
+    r = read_run_series(path, names, root)
     return r.series, r.last_step
 
 
-def _read_json(path: Path, notes: list[FileNote] | None = None) -> dict[str, Any]:
-    """A JSON object file ({} when absent or unreadable; an unreadable one is noted)."""
+def _read_json(path: Path, root: Path, notes: list[FileNote] | None = None
+               ) -> dict[str, Any]:
+    """A JSON object file, through the run-file gateway ({} when absent or unreadable;
+    an unreadable one is noted)."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(read_small(path, root))
     except FileNotFoundError:
         return {}
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except RunFileError as e:
+        if notes is not None:
+            notes.append(FileNote(e.why, path))
+        return {}
+    except (OSError, ValueError) as e:
         if notes is not None:
             notes.append(FileNote(f"unreadable ({type(e).__name__}: {e}): not used", path))
         return {}
@@ -387,13 +429,13 @@ def load_run(found: FoundRun, metrics: Sequence[str]) -> RunData:
     training turns, flagged) and ``val/n_episodes``.
     """
     rd = RunDir(found.path)
+    root = rd.sweep_root
     notes: list[FileNote] = []
-    run = _read_json(rd.run_json, notes)
-    state = _read_json(rd.state_json, notes)
-    cfg = read_config_sections(rd.config_yaml)
-    if rd.config_yaml.exists() and "protocol" not in cfg:
-        notes.append(FileNote("unreadable or without a protocol section: not used",
-                              rd.config_yaml))
+    run = _read_json(rd.run_json, root, notes)
+    state = _read_json(rd.state_json, root, notes)
+    cfg, why = config_sections(rd.config_yaml, root)
+    if why is not None:
+        notes.append(FileNote(why, rd.config_yaml))
     imported = _section(run, "imported")
     protocol = _section(cfg, "protocol") if isinstance(cfg.get("protocol"), dict) else None
     backend = _section(cfg, "backend")
@@ -413,11 +455,11 @@ def load_run(found: FoundRun, metrics: Sequence[str]) -> RunData:
         protocol=protocol, total_steps=total, n_episodes=episodes, state=state.get("state"),
         note=found.superseded_note)
     try:
-        got = read_run_series(rd.metrics, names)
+        got = read_run_series(rd.metrics, names, root)
         series, last = got.series, got.last_step
         from_training = False
         if VAL_TURNS not in series and last is not None:
-            train, _ = read_series(rd.metrics, [TRAIN_TURNS])
+            train, _ = read_series(rd.metrics, [TRAIN_TURNS], root)
             if TRAIN_TURNS in train:
                 series[VAL_TURNS] = train[TRAIN_TURNS]
                 from_training = True
@@ -426,9 +468,8 @@ def load_run(found: FoundRun, metrics: Sequence[str]) -> RunData:
     if N_EPISODES in series:
         base["n_episodes"] = int(series[N_EPISODES][1][-1])
     if got.partial:
-        notes.append(FileNote(f"line {got.partial.line} (the last) has no line end (a write "
-                              "in progress, or cut off): not used", rd.metrics,
-                              got.partial.line))
+        notes.append(FileNote(f"line {got.partial.line} (the last): {got.partial.why}",
+                              rd.metrics, got.partial.line))
     if got.repeated:
         notes.append(FileNote(f"{len(got.repeated)} step(s) logged more than once, the last "
                               f"row of each used: {'; '.join(got.repeated[:3])}", rd.metrics))

@@ -121,12 +121,16 @@ def read_manifest(sweep_dir: str | Path) -> dict[str, Any]:
     Accepts the configuration at the top level or under ``config`` / ``sweep``; returns
     a dict that has at least ``analysis`` and ``tracking`` mappings when a manifest exists.
     """
+    from ccpo_lab.runs.files import RunFileError, read_small
+
     p = Path(sweep_dir) / MANIFEST
-    if not p.is_file():
+    if not p.is_file() and not p.is_symlink():
         return {}
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        doc = json.loads(read_small(p, sweep_dir))
+    except RunFileError as e:
+        raise UserError(f"sweep manifest {e.why}", file=p) from None
+    except (OSError, ValueError) as e:
         raise UserError(f"unreadable sweep manifest: {e}", file=p) from None
     if not isinstance(doc, dict):
         raise UserError("sweep manifest must be a JSON object", file=p)

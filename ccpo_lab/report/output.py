@@ -36,7 +36,9 @@ def figure_list() -> list[tuple[str, str]]:
 
 
 def write_all(report: Report, out_dir: str | Path, plots: bool = True) -> list[Path]:
-    """Write every format, the CSV tables and (``plots``) the figures into ``out_dir``.
+    """Write every format, the CSV tables and (``plots``) the figures into ``out_dir``,
+    whole or not at all (:func:`ccpo_lab.report.directory.write_report_dir`: a temporary
+    sibling renamed into place; a full or read-only disk leaves ``out_dir`` as it was).
 
     Files: ``report.md`` (tables, notes, the list of figures), ``report.tex`` (a standalone
     document: tables and figures), ``tables.tex`` (the tables alone, to ``\\input`` into a
@@ -44,24 +46,26 @@ def write_all(report: Report, out_dir: str | Path, plots: bool = True) -> list[P
     ``per_seed.csv``, and each figure of :data:`ccpo_lab.report.plots.FIGURES` as ``.png``
     (300 dpi) and ``.pdf``. Returns their paths.
     """
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise UserError("--out must be a directory", file=out)
-    out.mkdir(parents=True, exist_ok=True)
-    model = report.model
-    figures: list[tuple[str, str, bool]] = []
-    written = []
-    if plots:
-        from ccpo_lab.report.plots import FIGURES, write_figures
+    from ccpo_lab.report.directory import write_report_dir
 
-        written += write_figures(report, out)
-        figures = [(f"{f.stem}.pdf", f.what, f.wide) for f in FIGURES]
-    texts = {"report.md": to_markdown(model, figure_list() if plots else ()),
-             "report.tex": latex_document(model, figures),
-             "tables.tex": to_latex(model),
-             "report.json": to_json(model, indent=2),
-             **{f"{name}.csv": text for name, text in csv_tables(model).items()}}
-    for name, text in texts.items():
-        atomic_write_text(out / name, text)
-        written.append(out / name)
-    return written
+    model = report.model
+
+    def fill(out: Path) -> list[Path]:
+        figures: list[tuple[str, str, bool]] = []
+        written = []
+        if plots:
+            from ccpo_lab.report.plots import FIGURES, write_figures
+
+            written += write_figures(report, out)
+            figures = [(f"{f.stem}.pdf", f.what, f.wide) for f in FIGURES]
+        texts = {"report.md": to_markdown(model, figure_list() if plots else ()),
+                 "report.tex": latex_document(model, figures),
+                 "tables.tex": to_latex(model),
+                 "report.json": to_json(model, indent=2),
+                 **{f"{name}.csv": text for name, text in csv_tables(model).items()}}
+        for name, text in texts.items():
+            atomic_write_text(out / name, text)
+            written.append(out / name)
+        return written
+
+    return write_report_dir(out_dir, fill, report.sweep_dir)

@@ -57,6 +57,8 @@ def resolve_settings(manifest: Mapping[str, Any], arms: Sequence[str],
     unknown = sorted(set(opts) - set(OPTION_KEYS))
     if unknown:
         raise UserError("unknown report setting", key=unknown[0], valid=OPTION_KEYS)
+    if isinstance(rng_seed, bool) or not isinstance(rng_seed, int) or rng_seed < 0:
+        raise UserError("must be an integer >= 0", key="--bootstrap-seed", value=rng_seed)
     analysis = manifest.get("analysis", {}) if manifest else {}
     defaults = AnalysisConfig()
     values: dict[str, Any] = {}

@@ -32,7 +32,8 @@ from typing import IO, Any, Literal
 
 from ccpo_lab.config.identity import canonical_json
 from ccpo_lab.config.yamlio import atomic_write_json, check_name
-from ccpo_lab.errors import UserError
+from ccpo_lab.errors import UserError, os_failure
+from ccpo_lab.runs.files import Cut, read_lines
 from ccpo_lab.runs.layout import MAX_SEED, RunDir, SweepDir, candidate_dirs, run_dir_name
 from ccpo_lab.runs.metrics import MAX_STEP, fast_loads, format_row
 
@@ -86,6 +87,10 @@ class _Stream:
     """Steps written, in order."""
     has_val: bool = False
     """Some metric is held-out (``val/*``)."""
+    long: int = 0
+    """Lines longer than the line bound, skipped."""
+    first_long: str = ""
+    """The first of them, for a person."""
 
 
 def _number(value: Any) -> tuple[bool, float | None]:
@@ -103,11 +108,19 @@ def _number(value: Any) -> tuple[bool, float | None]:
     return False, None
 
 
-def _lines(f: IO[bytes]) -> Iterator[tuple[int, bytes, bool]]:
-    """``(line number, line without its end, whether it had one)`` of a binary file."""
-    for i, raw in enumerate(f, 1):
-        ended = raw.endswith(b"\n")
-        yield i, raw.rstrip(b"\r\n") if ended else raw, ended
+def _lines(f: IO[bytes], seen: _Stream) -> Iterator[tuple[int, bytes, bool]]:
+    """``(line number, line without its end, whether it had one)`` of a binary file, read
+    a chunk at a time (:func:`~ccpo_lab.runs.files.read_lines`: memory does not grow
+    with the longest line). A line longer than :data:`~ccpo_lab.runs.files.MAX_LINE` is
+    not a metrics line: it is skipped, counted and named in ``seen`` (the import warns)."""
+    for i, raw in enumerate(read_lines(f), 1):
+        if type(raw) is bytes:
+            yield i, raw[:-1] if raw.endswith(b"\r") else raw, True
+        elif isinstance(raw, Cut) and raw.long:
+            seen.long += 1
+            seen.first_long = seen.first_long or f"line {i}: {raw.why()}"
+        elif isinstance(raw, Cut):
+            yield i, raw.head, False
 
 
 def _utf8(path: Path, i: int, raw: bytes) -> str:
@@ -130,7 +143,7 @@ def _check_step(path: Path, i: int, step: Any) -> int:
 
 def _jsonl_rows(path: Path, f: IO[bytes], seen: _Stream) -> Iterator[tuple[int, dict]]:
     """Rows of verl's file-logger JSONL, one per line, checked."""
-    for i, raw, ended in _lines(f):
+    for i, raw, ended in _lines(f, seen):
         if not raw.strip():
             continue
         try:
@@ -177,7 +190,7 @@ def _console_value(text: str) -> float | None:
 
 def _console_rows(path: Path, f: IO[bytes], seen: _Stream) -> Iterator[tuple[int, dict]]:
     """Rows of verl's console log: ``step:N - key:value - ...`` lines among any others."""
-    for i, raw, ended in _lines(f):
+    for i, raw, ended in _lines(f, seen):
         if b"step:" not in raw:
             continue
         line = _ANSI.sub("", raw.decode("utf-8", errors="replace")).rstrip("\r")
@@ -372,6 +385,23 @@ def import_run(sweep_dir: str | Path, arm: str, seed: int, source: str | Path, *
     root = Path(sweep_dir)
     _check_args(arm, seed, total_steps, val_episodes, root)
     src, fmt, sha = _open_log(source)
+    try:
+        return _import(root, arm, seed, source, src, fmt, sha, replace, total_steps,
+                       val_episodes)
+    except UserError:
+        raise
+    except OSError as e:  # a read-only, full or failing disk: one line, nothing imported
+        failure = os_failure(e, doing=f"importing {arm} seed {seed}",
+                             outcome="nothing was imported", file=root)
+        if failure is None:
+            raise
+        raise failure from None
+
+
+def _import(root: Path, arm: str, seed: int, source: str | Path, src: Path, fmt: str,
+            sha: str, replace: bool, total_steps: int | None, val_episodes: int | None
+            ) -> ImportResult:
+    """:func:`import_run` once its arguments and log are checked."""
     seen = _Stream()
     stage = _stage(root, src, fmt, seen)
     try:
@@ -385,6 +415,9 @@ def import_run(sweep_dir: str | Path, arm: str, seed: int, source: str | Path, *
                             "for it")
         if seen.skipped:
             warnings.append(f"{seen.skipped} non-numeric values left out")
+        if seen.long:
+            warnings.append(f"{seen.long} line(s) too long to be a metrics row, not read "
+                            f"(the first: {seen.first_long})")
         target, status = _target(root, arm, seed, record, replace)
         if status == "unchanged":
             return ImportResult("unchanged", target.path, len(steps), steps[0], steps[-1],

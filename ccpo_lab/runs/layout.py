@@ -21,7 +21,9 @@ and a run directory holds::
     checkpoints/       resumable checkpoints
     logs/              launcher logs
 
-Nothing else in ccpo-lab joins these names to a path. A run directory that holds another
+Nothing else in ccpo-lab joins these names to a path, and what is read here is read
+through the run-file gateway (:mod:`ccpo_lab.runs.files`): a file that leads out of the
+sweep directory, or is not a regular file, is not read. A run directory that holds another
 identity is never overwritten: the launch is refused with a key-by-key diff, or
 (``new_run``) the run goes beside it in ``seed-<k>.<n>``.
 """
@@ -41,9 +43,9 @@ from ccpo_lab.config.yamlio import (
     atomic_write_json,
     atomic_write_text,
     dump_yaml,
-    read_json_object,
 )
 from ccpo_lab.errors import RunConflictError, UserError
+from ccpo_lab.runs.files import RunFileError, read_small
 
 if TYPE_CHECKING:
     from ccpo_lab.config.schema import RunConfig
@@ -129,6 +131,56 @@ class RunDir:
         return self.path / "logs"
 
     @property
+    def sweep_root(self) -> Path:
+        """The sweep directory its files must stay inside (``<sweep>/<arm>/seed-<k>``)."""
+        return self.path.parent.parent
+
+    def read_json(self, path: Path) -> dict[str, Any]:
+        """One of its JSON files, read through the gateway: {} when absent; raises
+        ``OSError`` (a :class:`~ccpo_lab.runs.files.RunFileError` for a file the gateway
+        refuses) or ``ValueError`` (not UTF-8 JSON, or not an object)."""
+        try:
+            data = json.loads(read_small(path, self.sweep_root))
+        except FileNotFoundError:
+            return {}
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        return data
+
+    def read_config(self) -> dict[str, Any]:
+        """``config.yaml`` as a mapping, through the gateway ({} when absent).
+
+        Raises:
+            RunFileError: a file the gateway does not read (a link out of the sweep).
+            ValueError: not UTF-8, malformed YAML (one line: where and what) or not a
+                mapping.
+            OSError: it cannot be read.
+        """
+        import yaml
+
+        try:
+            text = read_small(self.config_yaml, self.sweep_root).decode("utf-8")
+        except FileNotFoundError:
+            return {}
+        except UnicodeDecodeError as e:
+            raise ValueError(f"not UTF-8 (byte {e.start})") from None
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ValueError(yaml_problem(e)) from None
+        if not isinstance(doc, dict):
+            raise ValueError("not a YAML mapping")
+        return doc
+
+    def read_json_quietly(self, path: Path) -> dict[str, Any]:
+        """:meth:`read_json`, {} when absent or unreadable (for readers that only need
+        what they can get: ``status`` says the file is unreadable elsewhere)."""
+        try:
+            return self.read_json(path)
+        except (OSError, ValueError):
+            return {}
+
+    @property
     def arm(self) -> str:
         """The arm, from the directory's place (``<sweep>/<arm>/seed-<k>``)."""
         return self.path.parent.name
@@ -150,11 +202,9 @@ class RunDir:
         return self.run_json.is_file()
 
     def read_run(self) -> dict[str, Any]:
-        """``run.json`` as a dict ({} when absent)."""
-        if not self.run_json.is_file():
-            return {}
-        data = json.loads(self.run_json.read_text(encoding="utf-8"))
-        return data if isinstance(data, dict) else {}
+        """``run.json`` as a dict ({} when absent; ``OSError``/``ValueError`` when it cannot
+        be read, so that no writer takes a damaged run for a missing one)."""
+        return self.read_json(self.run_json)
 
     def place_problem(self, sweep: str | None = None, run_id: str | None = None
                       ) -> tuple[dict[str, Any], str | None]:
@@ -167,10 +217,12 @@ class RunDir:
         edited, is refused this way by every reader (report, verify, sync, status).
         """
         try:
-            data = json.loads(self.run_json.read_text(encoding="utf-8"))
+            data = json.loads(read_small(self.run_json, self.sweep_root))
         except FileNotFoundError:
             return {}, "no run.json (deleted?): the run cannot be identified"
-        except (OSError, UnicodeDecodeError, ValueError) as e:
+        except RunFileError as e:
+            return {}, f"run.json {e.why}"
+        except (OSError, ValueError) as e:
             return {}, f"run.json unreadable ({type(e).__name__}: {e})"
         if not isinstance(data, dict):
             return {}, "run.json is not a JSON object"
@@ -184,8 +236,8 @@ class RunDir:
         return data
 
     def read_state(self) -> dict[str, Any]:
-        """``state.json`` as a dict ({} when absent)."""
-        return read_json_object(self.state_json)
+        """``state.json`` as a dict ({} when absent or unreadable)."""
+        return self.read_json_quietly(self.state_json)
 
     def write_state(self, state: str, **info: Any) -> None:
         """Record the run's state (one of :data:`RUN_STATES`) with extra info.
@@ -204,8 +256,8 @@ class RunDir:
         atomic_write_json(self.state_json, data)
 
     def read_job(self) -> dict[str, Any]:
-        """The current submission (``job.json``; {} when never submitted)."""
-        return read_json_object(self.job_json)
+        """The current submission (``job.json``; {} when never submitted or unreadable)."""
+        return self.read_json_quietly(self.job_json)
 
     def record_job(self, **fields: Any) -> dict[str, Any]:
         """Record a new submission (written by launchers only, never by the job); the
@@ -225,6 +277,14 @@ class RunDir:
         data.update(fields)
         atomic_write_json(self.job_json, data)
         return data
+
+
+def yaml_problem(e: Exception) -> str:
+    """One line for a YAML error: where, and what (PyYAML's own text spans lines)."""
+    mark = getattr(e, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    what = getattr(e, "problem", None) or (str(e).splitlines() or [type(e).__name__])[0]
+    return f"malformed YAML{where}: {what}"
 
 
 def _place_mismatch(rd: RunDir, data: Mapping[str, Any], sweep: str | None,
@@ -312,8 +372,12 @@ class SweepDir:
         return RunDir(self.path / arm / run_dir_name(seed, n))
 
     def read_manifest(self) -> dict[str, Any]:
-        """The manifest ({} when absent or unreadable)."""
-        return read_json_object(self.manifest)
+        """The manifest ({} when absent or unreadable; read through the gateway)."""
+        try:
+            data = json.loads(read_small(self.manifest, self.path))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
 
     def write_manifest(self, data: Mapping[str, Any]) -> None:
         """Replace the manifest (atomically)."""
@@ -359,35 +423,51 @@ class SweepDir:
             dirs.sort(key=lambda r: r.suffix)
         return dict(sorted(out.items()))
 
-    def sweep_name(self) -> str | None:
-        """The sweep's name from its manifest (None without a manifest)."""
-        data = self.read_manifest()
+    def sweep_name(self, data: Mapping[str, Any] | None = None) -> str | None:
+        """The sweep's name from its manifest (None without a manifest); ``data``: the
+        manifest, when already read."""
+        data = self.read_manifest() if data is None else data
         config = data.get("config")
         name = data.get("sweep") or (config.get("name") if isinstance(config, dict) else None)
         return name if isinstance(name, str) and name else None
 
-    def scan(self) -> list[Placed]:
-        """Every ``<arm>/seed-<k>[.<n>]`` directory holding a run file, each checked
-        against its place (:meth:`RunDir.place_problem`, with the manifest's sweep name
-        and run ids), sorted by arm, seed and ``<n>``. Unlike :meth:`found`, directories
-        whose ``run.json`` is missing or disagrees are included, with their problem."""
-        if not self.path.is_dir():
-            return []
+    def _identity(self) -> tuple[str | None, dict[str, Any]]:
+        """The sweep's name and the run id its manifest lists per directory
+        (``<arm>/seed-<k>``)."""
         data = self.read_manifest()
-        name = self.sweep_name()
         listed = {e["dir"]: e.get("run_id") for e in data.get("runs", [])
                   if isinstance(e, dict) and isinstance(e.get("dir"), str)}
+        return self.sweep_name(data), listed
+
+    def check_places(self, dirs: list[RunDir]) -> list[Placed]:
+        """Each of ``dirs`` checked against its place (:meth:`RunDir.place_problem`, with
+        the manifest's sweep name and the run id it lists there), in order."""
+        name, listed = self._identity()
         out = []
-        for d in self.path.glob("*/seed-*"):
-            rd = RunDir(d)
-            if (rd.seed is None or rd.arm.startswith((".", "_")) or not d.is_dir()
-                    or not any((d / f).exists() for f in _RUN_FILES)):
-                continue
-            expected = listed.get(f"{rd.arm}/{d.name}")
+        for rd in dirs:
+            expected = listed.get(f"{rd.arm}/{rd.path.name}")
             run, problem = rd.place_problem(name, expected if isinstance(expected, str)
                                             else None)
             out.append(Placed(rd, run, problem))
-        return sorted(out, key=lambda p: (p.rd.arm, p.rd.seed or 0, p.rd.suffix))
+        return out
+
+    def scan(self) -> list[Placed]:
+        """Every ``<arm>/seed-<k>[.<n>]`` directory holding a run file, each checked
+        against its place (:meth:`check_places`), sorted by arm, seed and ``<n>``. Unlike
+        :meth:`found`, directories whose ``run.json`` is missing or disagrees are
+        included, with their problem."""
+        if not self.path.is_dir():
+            return []
+        dirs = []
+        for d in self.path.glob("*/seed-*"):
+            rd = RunDir(d)
+            if (rd.seed is None or rd.arm.startswith((".", "_")) or not d.is_dir()
+                    or not any((d / f).exists() or (d / f).is_symlink()
+                               for f in _RUN_FILES)):
+                continue
+            dirs.append(rd)
+        return sorted(self.check_places(dirs),
+                      key=lambda p: (p.rd.arm, p.rd.seed or 0, p.rd.suffix))
 
     def newest(self) -> dict[tuple[str, int], RunDir]:
         """The newest directory of each (arm, seed) (the one a report reads)."""

@@ -59,12 +59,41 @@ def write_rollouts(rollouts_dir: str | Path, episodes: Sequence[Mapping[str, Any
     return fingerprint(episodes)
 
 
-def read_rollouts(rollouts_dir: str | Path, step: int = STEP1) -> list[dict[str, Any]]:
-    """Episodes of a rollout file, in file order ([] when absent)."""
+def read_rollouts(rollouts_dir: str | Path, step: int = STEP1,
+                  root: str | Path | None = None) -> list[dict[str, Any]]:
+    """Episodes of a rollout file, in file order ([] when absent), read through the
+    run-file gateway (:mod:`ccpo_lab.runs.files`) inside ``root`` (default: its run
+    directory).
+
+    Raises:
+        RunFileError: a file the gateway does not read (a link out of the sweep).
+        ValueError: a line that is not a JSON episode, or longer than the line bound
+            (the file and line named).
+    """
+    from ccpo_lab.runs.files import Cut, open_file, read_lines
+
     p = rollout_file(rollouts_dir, step)
-    if not p.is_file():
+    try:
+        f = open_file(p, root if root is not None else Path(rollouts_dir).parent)
+    except FileNotFoundError:
         return []
-    return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line]
+    out = []
+    with f:
+        for i, raw in enumerate(read_lines(f), 1):
+            if isinstance(raw, Cut):
+                if raw.long or raw.head.strip():
+                    raise ValueError(f"{p}: line {i}: {raw.why()}")
+                continue
+            if not raw.strip():
+                continue
+            try:
+                ep = json.loads(raw)
+            except ValueError:
+                raise ValueError(f"{p}: line {i} is not a JSON episode") from None
+            if not isinstance(ep, dict):
+                raise ValueError(f"{p}: line {i} is not a JSON episode")
+            out.append(ep)
+    return out
 
 
 @dataclass(frozen=True)

@@ -117,9 +117,19 @@ def _fingerprint(run: Mapping[str, Any]) -> str | None:
     return fp if isinstance(fp, str) and fp else None
 
 
+def _rollouts(run_dir: Path) -> list[dict[str, Any]]:
+    """A run's step-1 episodes, read through the run-file gateway; ``OSError`` or
+    ``ValueError`` naming the file when it cannot be read."""
+    rd = RunDir(run_dir)
+    return read_rollouts(rd.rollouts, root=rd.sweep_root)
+
+
 def _locate(ref_dir: Path, other_dir: Path) -> Divergence | str:
-    a = read_rollouts(RunDir(ref_dir).rollouts)
-    b = read_rollouts(RunDir(other_dir).rollouts)
+    try:
+        a = _rollouts(ref_dir)
+        b = _rollouts(other_dir)
+    except (OSError, ValueError) as e:
+        return f"the step-1 rollouts cannot be read ({e}): cannot locate the divergence"
     if not a or not b:
         which = ref_dir if not a else other_dir
         return f"step-1 rollouts not found in {which / 'rollouts'}: cannot locate the divergence"
@@ -145,11 +155,17 @@ def count_groups(episodes: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
     return len(groups), sum(1 for t in groups if len(by_task[t]) > 1)
 
 
-def _group_counts(run_dir: Path) -> tuple[int | None, int | None]:
-    eps = read_rollouts(RunDir(run_dir).rollouts)
+def _group_counts(run_dir: Path) -> tuple[int | None, int | None, str | None]:
+    """Step-1 groups and distinct groups of a run's rollout file (None: no file), and why
+    the file could not be read (then the seed is not verified)."""
+    try:
+        eps = _rollouts(run_dir)
+    except (OSError, ValueError) as e:
+        return None, None, (f"{run_dir.parent.name}/{run_dir.name}: step-1 rollouts "
+                            f"unreadable ({e}): groups not counted")
     if not eps:
-        return None, None
-    return count_groups(eps)
+        return None, None, None
+    return (*count_groups(eps), None)
 
 
 def verify_sweep(sweep_dir: str | Path, reference: str | None = None) -> list[SeedCheck]:
@@ -205,9 +221,11 @@ def _check_seed(seed: int, dirs: Mapping[str, Path], ref: str, left_out: tuple[s
         status = "missing"
     else:
         status = "identical"
-    groups, varied = _group_counts(dirs[seed_ref]) if fps.get(seed_ref) else (None, None)
+    groups, varied, unread = (_group_counts(dirs[seed_ref]) if fps.get(seed_ref)
+                              else (None, None, None))
     return SeedCheck(seed, status, seed_ref, fps, divergences, groups=groups,
-                     distinct_groups=varied, left_out=left_out)
+                     distinct_groups=varied,
+                     left_out=left_out + ((unread,) if unread else ()))
 
 
 def _clip(text: Any, width: int = 160) -> str:

@@ -46,9 +46,16 @@ from typing import TYPE_CHECKING, Any
 
 from ccpo_lab.errors import UserError
 from ccpo_lab.report.discover import FoundRun, check_sweep_dir, discover, read_manifest
+from ccpo_lab.runs.files import RunFileError, open_file
 from ccpo_lab.runs.layout import RunDir, SweepDir
 from ccpo_lab.tracking.rows import MAX_METRICS, Sent, safe_key, send_metrics
-from ccpo_lab.tracking.store import check_reachable, prepare_store, store_lock
+from ccpo_lab.tracking.store import (
+    check_reachable,
+    prepare_store,
+    quiet_mlflow,
+    store_failure,
+    store_lock,
+)
 
 if TYPE_CHECKING:
     from ccpo_lab.report.model import ReportModel
@@ -104,8 +111,11 @@ class SyncResult:
     adaptive_looks: int = 0
     """Looks of the sweep's adaptive design logged to the parent (0: fixed seeds)."""
     warnings: tuple[str, ...] = ()
-    """What was not sent, and why: directories left out, lines a run's sync stopped at,
-    values that are not finite numbers (file and line each)."""
+    """What was not sent, and why: directories left out, runs whose files cannot be used,
+    lines a run's sync stopped at, values that are not usable (file and line each)."""
+    incomplete: int = 0
+    """Directories not synced, or not synced whole (left out, a run file that cannot be
+    used, a line a run's sync stopped at): the CLI's exit code is 1 when there are any."""
 
     @property
     def ui_url(self) -> str:
@@ -191,14 +201,46 @@ def run_times(run: Mapping[str, Any], state: Mapping[str, Any]) -> Times:
     return Times(start, end)
 
 
-def _params(rd: RunDir, run: Mapping[str, Any]) -> dict[str, str]:
-    import yaml
+class NotSynced(Exception):
+    """A run whose files cannot be used as they stand (``str()``: which file, why); the
+    run is left out of this sync and named, the others are synced."""
 
-    if rd.config_yaml.is_file():
-        doc = yaml.safe_load(rd.config_yaml.read_text(encoding="utf-8")) or {}
-        return flatten(doc) if isinstance(doc, dict) else {}
+
+def _params(rd: RunDir, run: Mapping[str, Any]) -> dict[str, str]:
+    """The flattened ``config.yaml`` (an imported run's import record when it has none);
+    :class:`NotSynced` when it cannot be read."""
+    try:
+        doc = rd.read_config()
+    except RunFileError as e:
+        raise NotSynced(f"config.yaml {e.why}") from None
+    except (OSError, ValueError) as e:
+        raise NotSynced(f"config.yaml unreadable ({e})") from None
+    if doc:
+        return flatten(doc)
     imported = run.get("imported")
     return flatten({"imported": imported}) if isinstance(imported, dict) else {}
+
+
+def _run_files(rd: RunDir) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``run.json`` and ``state.json`` of a run, checking that its metrics file can be
+    read; :class:`NotSynced` naming the file and why otherwise."""
+    out = []
+    for path in (rd.run_json, rd.state_json):
+        try:
+            out.append(rd.read_json(path))
+        except RunFileError as e:
+            raise NotSynced(f"{path.name} {e.why}") from None
+        except (OSError, ValueError) as e:
+            raise NotSynced(f"{path.name} unreadable ({type(e).__name__}: {e})") from None
+    try:
+        open_file(rd.metrics, rd.sweep_root).close()
+    except FileNotFoundError:
+        pass
+    except RunFileError as e:
+        raise NotSynced(f"metrics.jsonl {e.why}") from None
+    except OSError as e:
+        raise NotSynced(f"metrics.jsonl unreadable ({e})") from None
+    return out[0], out[1]
 
 
 def _tags(rd: RunDir, run: Mapping[str, Any], state: Mapping[str, Any], arm: str, seed: int,
@@ -378,7 +420,8 @@ def sync_sweep(sweep_dir: str | Path, uri: str | None = None, experiment: str | 
                artifacts: str | Path | None = None, report: ReportModel | None = None,
                say: Callable[[str], None] | None = None) -> SyncResult:
     """Bring MLflow up to date with a sweep directory; log ``artifacts`` (a report
-    directory) and ``report``'s headline numbers to the parent run.
+    directory: the files its manifest lists, :func:`~ccpo_lab.report.directory.
+    check_report_dir`) and ``report``'s headline numbers to the parent run.
 
     Defaults come from the manifest's ``tracking`` section, then :func:`default_uri` and
     the sweep's name. One sync per store at a time (:mod:`ccpo_lab.tracking.store`): a
@@ -386,9 +429,11 @@ def sync_sweep(sweep_dir: str | Path, uri: str | None = None, experiment: str | 
     rebuilt, values sent so far in a long run).
 
     Raises:
-        UserError: tracking is disabled in the manifest and no ``uri`` is given, or the
-            store cannot be opened and holds runs.
+        UserError: tracking is disabled in the manifest and no ``uri`` is given, the
+            store cannot be opened and holds runs, its location cannot be written (a
+            read-only disk), or ``artifacts`` is not a complete report directory.
         StoreUnreachable: a tracking server that does not accept connections.
+        EnvironmentFailure: the store's disk is full or failing (one line, what to do).
     MLflow's own errors propagate.
     """
     root = check_sweep_dir(sweep_dir).resolve()
@@ -399,12 +444,24 @@ def sync_sweep(sweep_dir: str | Path, uri: str | None = None, experiment: str | 
                         "pass --uri to sync anyway", file=root / "sweep.json")
     uri = uri or tracking.get("uri") or default_uri(root)
     local = uri == default_uri(root)
-    art = Path(artifacts).resolve() if artifacts is not None else None
+    art = None
+    if artifacts is not None:  # a report directory written whole, or refused at once
+        from ccpo_lab.report.directory import check_report_dir
+
+        art = [p.resolve() for p in check_report_dir(artifacts)]
     check_reachable(uri)
-    # the default store keeps artifact paths relative to the sweep directory: work there
-    with store_lock(uri, root, say), _working_dir(root) if local else contextlib.nullcontext():
-        prepare_store(uri, say)
-        return _sync(root, manifest, uri, local, experiment, art, report, say)
+    try:  # the default store keeps artifact paths relative to the sweep directory: work there
+        with quiet_mlflow(), store_lock(uri, root, say), \
+                _working_dir(root) if local else contextlib.nullcontext():
+            prepare_store(uri, say)
+            return _sync(root, manifest, uri, local, experiment, art, report, say)
+    except UserError:
+        raise
+    except Exception as e:  # a full or read-only disk: one line ("again later" cannot help)
+        failure = store_failure(e, uri, root)
+        if failure is not None:
+            raise failure from None
+        raise
 
 
 @contextlib.contextmanager
@@ -442,10 +499,11 @@ def _sync_child(client: Any, exp_id: str, pid: str, root: Path, run: tuple[Any, 
     outcome = "fresh"
     if child is None:
         outcome = "created"
+        params = _params(rd, info)  # NotSynced before anything is created
         child = client.create_run(exp_id, run_name=f"{f.arm} seed {f.seed}"
                                   + ("" if f.suffix == 1 else f" ({f.path.name})"),
                                   start_time=t.start, tags={**tags, "mlflow.parentRunId": pid})
-        _log_new_params(client, child, _params(rd, info))
+        _log_new_params(client, child, params)
     else:
         changed = [RunTag(k, v) for k, v in tags.items() if child.data.tags.get(k) != v]
         if changed:
@@ -463,7 +521,7 @@ def _sync_child(client: Any, exp_id: str, pid: str, root: Path, run: tuple[Any, 
 
     sent = send_metrics(client, child.info.run_id, rd.metrics,
                         int(child.data.tags.get(SYNCED, -1)), _ms(info.get("created")) or 0,
-                        SYNCED, progress)
+                        SYNCED, progress, root=rd.sweep_root)
     if sent.values and outcome == "fresh":
         outcome = "updated"
     status = "FINISHED" if info.get("imported") else \
@@ -488,12 +546,13 @@ def _child_warnings(f: FoundRun, sent: Sent) -> list[str]:
                    "not sent (mend or remove that line, then sync again)")
     if sent.skipped:
         out.append(f"{f.arm} seed {f.seed}: {sent.skipped} value(s) not sent (not finite "
-                   f"numbers), the first at {sent.first_skipped}")
+                   f"numbers, or proportions outside [0, 1]), the first at "
+                   f"{sent.first_skipped}")
     return out
 
 
 def _update_parent(client: Any, pid: str, manifest: Mapping[str, Any], key: str,
-                   report: ReportModel | None, step: int, artifacts: Path | None
+                   report: ReportModel | None, step: int, artifacts: list[Path] | None
                    ) -> tuple[int, bool]:
     """The parent's params, description, headline metrics and report files.
 
@@ -514,8 +573,9 @@ def _update_parent(client: Any, pid: str, manifest: Mapping[str, Any], key: str,
     items = [Metric(k, v, now, step) for k, v in headline.items()]
     for i in range(0, len(items), MAX_METRICS):
         client.log_batch(pid, metrics=items[i:i + MAX_METRICS])
-    if artifacts is not None and artifacts.is_dir():
-        client.log_artifacts(pid, str(artifacts), artifact_path="report")
+    if artifacts is not None:  # the report's own files, nothing else of its directory
+        for path in artifacts:
+            client.log_artifact(pid, str(path), artifact_path="report")
         return len(headline), True
     return len(headline), False
 
@@ -542,7 +602,7 @@ def _log_adaptive(client: Any, pid: str, root: Path) -> int:
 
 
 def _sync(root: Path, manifest: Mapping[str, Any], uri: str, local: bool,
-          experiment: str | None, artifacts: Path | None, report: ReportModel | None,
+          experiment: str | None, artifacts: list[Path] | None, report: ReportModel | None,
           say: Callable[[str], None] | None = None) -> SyncResult:
     from mlflow.tracking import MlflowClient
 
@@ -556,15 +616,28 @@ def _sync(root: Path, manifest: Mapping[str, Any], uri: str, local: bool,
         relative_artifacts(root / STORE, exp_id)
     runs, left_out = discover(root)
     found = []
+    warnings = [f"{x.text}; not synced" for x in left_out]
     for f in runs:
         rd = RunDir(f.path)
-        found.append((f, rd, rd.read_run(), rd.read_state()))
+        try:
+            found.append((f, rd, *_run_files(rd)))
+        except NotSynced as e:
+            warnings.append(f"{f.arm} seed {f.seed}: {e}; not synced (mend it, then sync "
+                            "again)")
     starts = [t.start for t in (run_times(i, s) for _, _, i, s in found) if t.start is not None]
     pid = _parent(client, exp_id, key, min(starts) if starts else None).info.run_id
     children = {r.data.tags.get(RUN_ID): r for r in _find_runs(
         client, exp_id, f"tags.`{KIND}` = 'run' and tags.`mlflow.parentRunId` = '{pid}'")}
-    done = [_sync_child(client, exp_id, pid, root, run, children.get(run[2]["run_id"]), say)
-            for run in found]
+    done, synced = [], []
+    for run in found:
+        try:
+            done.append(_sync_child(client, exp_id, pid, root, run,
+                                    children.get(run[2]["run_id"]), say))
+            synced.append(run)
+        except NotSynced as e:
+            warnings.append(f"{run[0].arm} seed {run[0].seed}: {e}; not synced (mend it, then "
+                            "sync again)")
+    left = len(warnings)
     count = {k: sum(c.outcome == k for c in done)
              for k in ("created", "updated", "fresh", "pending")}
     step = max((c.sent.last_step for c in done if c.sent.last_step is not None), default=0)
@@ -574,9 +647,9 @@ def _sync(root: Path, manifest: Mapping[str, Any], uri: str, local: bool,
     ends = [c.end for c in done if c.end is not None]
     _set_status(client, client.get_run(pid), "FINISHED" if finished else "RUNNING",
                 max(ends) if finished and ends else None)
-    warnings = [f"{x.text}; not synced" for x in left_out]
-    for run, c in zip(found, done, strict=True):
+    for run, c in zip(synced, done, strict=True):
         warnings += _child_warnings(run[0], c.sent)
+        left += c.sent.stopped is not None
     return SyncResult(uri, name, exp_id, pid, count["created"], count["updated"],
                       count["fresh"], sum(c.sent.values for c in done), logged,
-                      count["pending"], headline, local, looks, tuple(warnings))
+                      count["pending"], headline, local, looks, tuple(warnings), left)

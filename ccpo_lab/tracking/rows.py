@@ -9,8 +9,10 @@ starts after it.
 Nothing is dropped without a word: a line that is not a row, or a step that is not after
 the previous one (rows out of order or written twice), stops the run's sync there (the
 rows before it are sent; once the file is mended, the next sync goes on from there); a
-value that is not a finite number is not sent (MLflow's charts cannot show it) and is
-counted. :class:`Sent` carries both, with file and line, for the sync to print.
+value that is not usable (not a finite number, which MLflow's charts cannot show, or a
+success rate outside [0, 1]) is not sent and is counted. A line longer than the bound of
+:mod:`ccpo_lab.runs.files` is a line that is not a row (memory stays bounded by the
+chunk). :class:`Sent` carries both, with file and line, for the sync to print.
 """
 
 from __future__ import annotations
@@ -52,8 +54,8 @@ class _Rows:
     """The rows of a metrics file after step ``after``, in order; stops at the first line
     that is not a row or a step that does not follow the previous one."""
 
-    def __init__(self, path: Path, after: int) -> None:
-        self.scan = MetricsScan(path, keep=1)
+    def __init__(self, path: Path, after: int, root: Path | None = None) -> None:
+        self.scan = MetricsScan(path, keep=1, root=root)
         self.after = after
         self.last_step: int | None = None
         self.stopped: LineProblem | None = None
@@ -94,7 +96,7 @@ def batches(rows: _Rows, base_ms: int, skip: Callable[[LineProblem], None]
     for row in rows:
         values = []
         for k, v in row.data.items():
-            why = value_problem(v)
+            why = value_problem(v, k)
             if why is None:
                 values.append(Metric(safe_key(k), float(v), base_ms + row.step, row.step))
             else:
@@ -112,16 +114,17 @@ def batches(rows: _Rows, base_ms: int, skip: Callable[[LineProblem], None]
 
 
 def send_metrics(client: Any, run_id: str, path: Path, after: int, base_ms: int,
-                 synced_tag: str, progress: Callable[[int, float], None] | None = None
-                 ) -> Sent:
+                 synced_tag: str, progress: Callable[[int, float], None] | None = None,
+                 root: Path | None = None) -> Sent:
     """Send the rows of ``path`` after step ``after`` to MLflow run ``run_id``.
 
     ``progress(values sent, fraction of the file read)`` is called at most every
-    :data:`PROGRESS_EVERY_S` seconds.
+    :data:`PROGRESS_EVERY_S` seconds. ``root``: the sweep directory the file must stay
+    inside (the run-file gateway; default: its own directory).
     """
     from mlflow.entities import RunTag
 
-    rows = _Rows(path, after)
+    rows = _Rows(path, after, root)
     size = path.stat().st_size if path.exists() else 0
     skipped: list[LineProblem] = []
 

@@ -15,13 +15,19 @@
   again; a store that holds runs but cannot be opened is refused with what to do.
 * **A server that does not answer is refused at once** (:func:`check_reachable`), instead of
   MLflow's retries for minutes without a word; :data:`HTTP_ENV` bounds MLflow's own retries.
+* **A store that cannot be written is said in one line** (:func:`store_failure`): a full
+  disk, a read-only one, with what to do (not "run again later" where that cannot help);
+  MLflow's own log of the failure (a traceback of 40 lines from its database layer) is
+  silenced while a sync runs (:func:`quiet_mlflow`; ``CCPO_LAB_DEBUG=1`` keeps it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
+import logging
 import os
 import socket
 import sqlite3
@@ -30,7 +36,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ccpo_lab.errors import UserError
+from ccpo_lab.errors import EnvironmentFailure, UserError, os_failure
 
 PROBE_TIMEOUT_S = 3.0
 """How long :func:`check_reachable` waits for a tracking server to accept a connection."""
@@ -185,3 +191,64 @@ def prepare_store(uri: str, say: Callable[[str], None] | None = None) -> None:
             say(f"the MLflow store {db} was left half-built by an interrupted sync ({why}); "
                 f"it held no run: moved aside to {aside.name} and built again")
         _create(db)
+
+
+QUIET_LOGGERS = ("mlflow.store.db.utils", "mlflow.store.db", "sqlalchemy", "alembic")
+"""Loggers that report a failed store write with a traceback before MLflow raises it."""
+
+
+@contextlib.contextmanager
+def quiet_mlflow() -> Iterator[None]:
+    """Silence :data:`QUIET_LOGGERS` for the block (the command says what failed in one
+    line); ``CCPO_LAB_DEBUG=1`` leaves them as they are."""
+    if os.environ.get("CCPO_LAB_DEBUG", "") not in ("", "0", "false", "no"):
+        yield
+        return
+    loggers = [logging.getLogger(name) for name in QUIET_LOGGERS]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+_SQLITE_FULL = ("database or disk is full", "disk i/o error")
+_SQLITE_READONLY = ("attempt to write a readonly database", "readonly database",
+                    "unable to open database file")
+
+
+def store_failure(e: BaseException, uri: str, sweep_dir: Path) -> UserError | None:
+    """One line for a sync that failed because the store or the sweep directory cannot be
+    written (a full or read-only disk, a permission), naming the path and what to do:
+    :class:`EnvironmentFailure` (exit 1: free space, then sync again; nothing is lost,
+    a sync is incremental) or :class:`UserError` (exit 2: a location that cannot be
+    written: ``--uri``). None for anything else (a server that stopped answering...)."""
+    where = sqlite_path(uri) or lock_path(uri, sweep_dir)
+    doing = f"syncing to the MLflow store {uri}"
+    cur: BaseException | None = e
+    seen: set[int] = set()
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, OSError) and cur.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            return os_failure(cur, "--uri", doing=doing, outcome="nothing was lost",
+                              file=cur.filename or where)
+        if isinstance(cur, OSError) and cur.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO,
+                                                      errno.EFBIG):
+            return os_failure(cur, doing=doing, outcome="nothing was lost (a sync is "
+                              "incremental)", file=cur.filename or where)
+        text = str(cur).lower()
+        if any(x in text for x in _SQLITE_FULL):
+            return EnvironmentFailure(f"{doing}: the disk is full (sqlite: database or disk "
+                                      "is full); nothing was lost (a sync is incremental): "
+                                      "free some space, then run `ccpo-lab sync` again",
+                                      file=where)
+        if any(x in text for x in _SQLITE_READONLY):
+            return UserError(f"{doing}: the store cannot be written (sqlite: "
+                             f"{next(x for x in _SQLITE_READONLY if x in text)}); nothing was "
+                             "lost: make it writable, or sync to another store with --uri "
+                             "(e.g. sqlite:////a/writable/place/mlflow.db)", file=where)
+        cur = cur.__cause__ or cur.__context__
+    return None

@@ -101,6 +101,7 @@ def test_out_writes_everything(study: Path, tmp_path: Path,
     figures = {"curves", "difference", "aggregates", "improvement", "profile", "per_task"}
     assert names == {"report.md", "report.tex", "tables.tex", "report.json", "arms.csv",
                      "comparisons.csv", "per_task.csv", "per_seed.csv",
+                     ".ccpo-lab-report.json",  # the list of files, written last
                      *(f"{f}.{ext}" for f in figures for ext in ("png", "pdf"))}
     for f in figures:
         assert (out / f"{f}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

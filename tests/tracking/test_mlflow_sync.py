@@ -189,8 +189,9 @@ def test_what_sync_cannot_send_is_named_and_sent_once_mended(
     assert (res.created, res.values) == (2, (1 + 2 * 5 + 1) + (3 + 2 * 10 - 1))
     warnings = "\n".join(res.warnings)
     assert f"grpo seed 0: stopped at {cut}: line 7: not JSON" in warnings
-    assert f"gigpo seed 0: 1 value(s) not sent (not finite numbers), the first at {nan}: " \
-           "line 4: episode/success_rate: not a finite number (nan)" in warnings
+    assert f"gigpo seed 0: 1 value(s) not sent (not finite numbers, or proportions outside " \
+           f"[0, 1]), the first at {nan}: line 4: episode/success_rate: not a finite number " \
+           "(nan)" in warnings
     assert "gigpo/seed-7: left out: its run.json belongs elsewhere: arm grpo (here gigpo), " \
            "seed 0 (here 7)" in warnings
     assert any("metric values sent" in line for line in said)
