@@ -13,9 +13,11 @@ That policy is computed once per seed: with a ``cache`` folder (the game set's),
 (parameters, the torch generator's state after it, the statistics) is kept in a file keyed
 by a hash of everything it depends on: the initial parameters and generator state, the
 demonstrations' games, settings and seed, the torch, numpy and engine versions, the thread
-count and the source of this backend. The other arms of the seed load it instead of
-cloning the same demonstrations again, and continue bit for bit as if they had (a test
-compares the metrics byte for byte).
+count, the source of this backend, and the machine's arithmetic (:func:`arithmetic`: the
+CPU and the kernels torch and MKL pick for it, whose rounding differs from one CPU to
+another). The other arms of the seed load it instead of cloning the same demonstrations
+again, and continue bit for bit as if they had (a test compares the metrics byte for
+byte); a machine with other arithmetic sharing the folder clones its own.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
+import os
+import platform
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,6 +90,42 @@ def _source_digest() -> str:
     return h.hexdigest()
 
 
+NUMERIC_ENV = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR",
+               "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+"""Environment variables that change which kernels torch (ATen, MKL, oneDNN) runs."""
+
+
+def _cpu() -> str:
+    """The CPU as the kernels' dispatch sees it: vendor, family, model, name and a hash of
+    its instruction-set flags (``/proc/cpuinfo``'s first processor; elsewhere
+    :mod:`platform`'s description)."""
+    fields: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if not line.strip():
+                    break  # the first processor's block is enough
+                name, _, value = line.partition(":")
+                fields[name.strip()] = value.strip()
+    except OSError:
+        pass
+    if not fields:
+        return f"{platform.machine()} {platform.processor()}"
+    flags = hashlib.sha256(" ".join(sorted(fields.get("flags", "").split())).encode())
+    return " | ".join([*(fields.get(k, "") for k in ("vendor_id", "cpu family", "model",
+                                                     "model name")), flags.hexdigest()[:16]])
+
+
+def arithmetic() -> tuple[str, ...]:
+    """What decides the last bits of a warm start's parameters besides its inputs and the
+    library versions: the CPU, the kernel level ATen runs on it and the variables of
+    :data:`NUMERIC_ENV` (MKL's and oneDNN's code paths). Another CPU rounds differently,
+    and training amplifies a last-bit difference into other episodes within the demo's
+    60 steps (see the README's demo section)."""
+    return (_cpu(), torch.backends.cpu.get_cpu_capability(),
+            *(f"{k}={os.environ.get(k, '')}" for k in NUMERIC_ENV))
+
+
 def _cache_key(policy: ActionScorer, games: Sequence[GameRecord], pool: EnginePool,
                prompts: PromptSettings, settings: tuple[int, int, float, int],
                generator: torch.Generator) -> str:
@@ -93,7 +133,7 @@ def _cache_key(policy: ActionScorer, games: Sequence[GameRecord], pool: EnginePo
 
     h = hashlib.sha256()
     for part in (CACHE_FORMAT, _source_digest(), torch.__version__, np.__version__,
-                 torch.get_num_threads(),
+                 torch.get_num_threads(), arithmetic(),
                  speedups.engine_versions(), settings, prompts, pool.max_steps,
                  [str(g.gamefile) for g in games]):
         h.update(repr(part).encode() + b"\0")
