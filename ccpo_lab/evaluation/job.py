@@ -31,8 +31,7 @@ from typing import Any
 
 from ccpo_lab.config.yamlio import atomic_write_text
 from ccpo_lab.evaluation.backend import RepeatResult, eval_backend
-from ccpo_lab.evaluation.plan import target_from_json
-from ccpo_lab.evaluation.spec import EvalTarget
+from ccpo_lab.evaluation.spec import EvalTarget, target_from_json
 from ccpo_lab.placement import Placement
 from ccpo_lab.runs.evals import FORMAT, EvalJobDir, eval_path, evals_dir, write_eval_file
 

@@ -21,7 +21,7 @@ from typing import Any
 from ccpo_lab.config.schema import RunConfig
 from ccpo_lab.errors import UserError
 from ccpo_lab.evaluation.backend import Checkpoints, eval_backend
-from ccpo_lab.evaluation.spec import EvalRequest, EvalSetting, EvalTarget, canonical
+from ccpo_lab.evaluation.spec import EvalRequest, EvalSetting, EvalTarget, canonical, target_json
 from ccpo_lab.runs.evals import EvalJobDir, eval_path, job_dir, job_dirs, read_eval_file
 from ccpo_lab.runs.layout import RunDir
 
@@ -262,21 +262,3 @@ def request_document(p: JobPlan) -> dict[str, Any]:
     return {"run_id": p.evals.run.run_id, "arm": p.evals.run.arm, "seed": p.evals.run.seed,
             "created": now_iso(), "keys": [t.key for t in p.to_run],
             "targets": [target_json(t) for t in p.to_run]}
-
-
-def target_json(t: EvalTarget) -> dict[str, Any]:
-    """A target as JSON (what :func:`target_from_json` reads back)."""
-    s = t.setting
-    return {"key": t.key, "step": t.step, "split": s.split, "episodes": s.episodes,
-            "repeats": s.repeats, "temperature": s.temperature, "draw": dict(t.draw),
-            "draw_id": t.draw_id}
-
-
-def target_from_json(d: dict[str, Any]) -> EvalTarget:
-    """Inverse of :func:`target_json`; ``ValueError`` when the key no longer matches."""
-    t = EvalTarget(int(d["step"]), EvalSetting(str(d["split"]), int(d["episodes"]),
-                                               int(d["repeats"]), float(d["temperature"])),
-                   dict(d["draw"]))
-    if t.key != d.get("key"):
-        raise ValueError(f"request key {d.get('key')} does not match its target ({t.key})")
-    return t

@@ -128,3 +128,21 @@ def parse_request(checkpoint: str, split: str, episodes: int | None, repeats: in
     splits = SPLITS if split == "both" else (split,)
     return EvalRequest(cp, splits, episodes, repeats,
                        None if temperature is None else float(temperature), arm, seed)
+
+
+def target_json(t: EvalTarget) -> dict[str, Any]:
+    """A target as JSON (what :func:`target_from_json` reads back)."""
+    s = t.setting
+    return {"key": t.key, "step": t.step, "split": s.split, "episodes": s.episodes,
+            "repeats": s.repeats, "temperature": s.temperature, "draw": dict(t.draw),
+            "draw_id": t.draw_id}
+
+
+def target_from_json(d: dict[str, Any]) -> EvalTarget:
+    """Inverse of :func:`target_json`; ``ValueError`` when the key no longer matches."""
+    t = EvalTarget(int(d["step"]), EvalSetting(str(d["split"]), int(d["episodes"]),
+                                               int(d["repeats"]), float(d["temperature"])),
+                   dict(d["draw"]))
+    if t.key != d.get("key"):
+        raise ValueError(f"request key {d.get('key')} does not match its target ({t.key})")
+    return t

@@ -276,12 +276,10 @@ def _decomposition_row(evaluation: str, arm: str, ref: str | None, d: Any) -> Va
         advice=p.advice)
 
 
-def _group(split: str, label: str, members: list[_Found], arms: Sequence[str],
-           reference: str, s: Any) -> EvalGroup:
-    """One group's rows (``members``: its runs' files, one per (arm, seed))."""
-    from ccpo_lab.stats import compare_arms, holm, summarize_arm, verdict
-    from ccpo_lab.stats.variance import decompose_crossed
-
+def _draw_members(members: list[_Found], reference: str
+                  ) -> tuple[str, list[_Found], list[str]]:
+    """The group's draw (the most common; a tie goes to the reference's), the runs that
+    played it and why the others are left out."""
     draws = Counter(m.ev.draw_id for m in members)
     ref_draws = [m.ev.draw_id for m in members if m.arm == reference]
     top = max(draws.items(), key=lambda kv: (kv[1], kv[0] in ref_draws))[0]
@@ -294,32 +292,36 @@ def _group(split: str, label: str, members: list[_Found], arms: Sequence[str],
                         f"this table")
         else:
             kept.append(m)
-    by_arm: dict[str, dict[int, _Found]] = {}
-    for m in kept:
-        by_arm.setdefault(m.arm, {})[m.seed] = m
-    name = f"{label}, {split}, {members[0].ev.header['episodes']} games x " \
-           f"{members[0].ev.header['repeats']}"
-    arm_rows, variance = [], []
-    for arm in [a for a in arms if a in by_arm]:
-        ms = by_arm[arm]
-        seeds = sorted(ms)
-        x = np.array([ms[k].ev.success.mean() for k in seeds])
-        a = summarize_arm(x, s.confidence)
-        trained = [ms[k].training for k in seeds]
-        arm_rows.append(EvalArmRow(
-            arm=arm, n_seeds=a.n, mean=num(a.mean), sd=num(a.sd),
-            ci_t=interval(a.ci_low, a.ci_high), episodes=int(ms[seeds[0]].ev.success.size),
-            turns=num(np.mean([ms[k].ev.turns.mean() for k in seeds])),
-            invalid=num(np.mean([ms[k].ev.invalid.mean() for k in seeds])),
-            training=None if any(t is None for t in trained)
-            else num(np.mean([float(t) for t in trained if t is not None])),
-            per_seed={k: float(x[i]) for i, k in enumerate(seeds)},
-            steps={k: ms[k].ev.step for k in seeds},
-            training_per_seed={k: ms[k].training for k in seeds}))
-        y = np.stack([ms[k].ev.success.astype(np.float64) for k in seeds])
-        variance.append(_decomposition_row(name, arm, None,
-                                           decompose_crossed(y, s.confidence)))
-    comps, raw = [], []
+    return top, kept, left
+
+
+def _arm_row(arm: str, ms: dict[int, _Found], confidence: float) -> EvalArmRow:
+    from ccpo_lab.stats import summarize_arm
+
+    seeds = sorted(ms)
+    x = np.array([ms[k].ev.success.mean() for k in seeds])
+    a = summarize_arm(x, confidence)
+    trained = [ms[k].training for k in seeds]
+    return EvalArmRow(
+        arm=arm, n_seeds=a.n, mean=num(a.mean), sd=num(a.sd),
+        ci_t=interval(a.ci_low, a.ci_high), episodes=int(ms[seeds[0]].ev.success.size),
+        turns=num(np.mean([ms[k].ev.turns.mean() for k in seeds])),
+        invalid=num(np.mean([ms[k].ev.invalid.mean() for k in seeds])),
+        training=None if any(t is None for t in trained)
+        else num(np.mean([float(t) for t in trained if t is not None])),
+        per_seed={k: float(x[i]) for i, k in enumerate(seeds)},
+        steps={k: ms[k].ev.step for k in seeds},
+        training_per_seed={k: ms[k].training for k in seeds})
+
+
+def _comparisons(by_arm: dict[str, dict[int, _Found]], arms: Sequence[str], reference: str,
+                 name: str, s: Any) -> tuple[list[EvalComparisonRow], list[VarianceRow]]:
+    """Each arm against the reference, paired by seed (Holm over them), and the
+    decomposition of its game-level paired differences."""
+    from ccpo_lab.stats import compare_arms, holm, verdict
+    from ccpo_lab.stats.variance import decompose_crossed
+
+    raw, variance = [], []
     ref = by_arm.get(reference, {})
     for arm in [a for a in arms if a in by_arm and a != reference]:
         ms = by_arm[arm]
@@ -334,17 +336,39 @@ def _group(split: str, label: str, members: list[_Found], arms: Sequence[str],
             variance.append(_decomposition_row(name, arm, reference,
                                                decompose_crossed(d, s.confidence)))
     adjusted = holm(np.array([c.p_value for _, c in raw])) if raw else np.empty(0)
+    comps = []
     for (arm, c), ph in zip(raw, adjusted, strict=True):
         v = verdict(c.diff, float(ph), c.n_x, c.n_y, None, s.alpha)
         comps.append(EvalComparisonRow(arm=arm, reference=reference, n_pairs=c.n_pairs,
                                        diff=num(c.diff), ci=interval(c.ci_low, c.ci_high),
                                        p=num(c.p_value), p_holm=num(ph), verdict=v.label,
                                        reason=v.reason))
+    return comps, variance
+
+
+def _group(split: str, label: str, members: list[_Found], arms: Sequence[str],
+           reference: str, s: Any) -> EvalGroup:
+    """One group's rows (``members``: its runs' files, one per (arm, seed))."""
+    from ccpo_lab.stats.variance import decompose_crossed
+
+    top, kept, left = _draw_members(members, reference)
+    by_arm: dict[str, dict[int, _Found]] = {}
+    for m in kept:
+        by_arm.setdefault(m.arm, {})[m.seed] = m
     h = members[0].ev.header
+    name = f"{label}, {split}, {h['episodes']} games x {h['repeats']}"
+    arm_rows, variance = [], []
+    for arm in [a for a in arms if a in by_arm]:
+        arm_rows.append(_arm_row(arm, by_arm[arm], s.confidence))
+        y = np.stack([by_arm[arm][k].ev.success.astype(np.float64)
+                      for k in sorted(by_arm[arm])])
+        variance.append(_decomposition_row(name, arm, None,
+                                           decompose_crossed(y, s.confidence)))
+    comps, paired = _comparisons(by_arm, arms, reference, name, s)
     return EvalGroup(split=split, checkpoint=label, games=int(h["episodes"]),
                      repeats=int(h["repeats"]), temperature=float(h["temperature"]),
                      draw_id=top, arms=tuple(arm_rows), comparisons=tuple(comps),
-                     variance=tuple(variance), left_out=tuple(left))
+                     variance=tuple(variance + paired), left_out=tuple(left))
 
 
 def _selection(groups: Sequence[EvalGroup], confidence: float) -> tuple[SelectionRow, ...]:

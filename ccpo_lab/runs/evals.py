@@ -212,13 +212,20 @@ def _parse(p: Path, data: bytes, stem: str) -> EvalFile:
                               f"repeats = {n * r}")
     if stem != header["key"]:
         raise fail(1, f"header: key {header['key']} is not the file's name ({stem})")
-    games = header["draw"]["games"]
+    arrays = _episodes(rows[1:], header["draw"]["games"], n, r, fail)
+    return EvalFile(p, header, *arrays)
+
+
+def _episodes(rows: list[Any], games: list[str], n: int, r: int, fail: Any
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]:
+    """The episode lines (line 2 on) as (success, reward, turns, invalid) arrays (r, n) and
+    the games' task types; ``fail(line, why)`` builds the error of a bad line."""
     success = np.zeros((r, n), dtype=bool)
     reward = np.zeros((r, n), dtype=np.float64)
     turns = np.zeros((r, n), dtype=np.int64)
     invalid = np.zeros((r, n), dtype=np.int64)
     types: list[str] = [""] * n
-    for j, e in enumerate(rows[1:]):
+    for j, e in enumerate(rows):
         line = j + 2
         rep, i = divmod(j, n)
         if not isinstance(e, dict):
@@ -242,7 +249,7 @@ def _parse(p: Path, data: bytes, stem: str) -> EvalFile:
         reward[rep, i] = float(e["reward"])
         turns[rep, i] = e["turns"]
         invalid[rep, i] = e["invalid"]
-    return EvalFile(p, header, success, reward, turns, invalid, tuple(types))
+    return success, reward, turns, invalid, tuple(types)
 
 
 def write_eval_file(path: str | Path, header: Mapping[str, Any],

@@ -42,16 +42,17 @@ part (the evaluations' own episode noise) is estimated by the mean of
 drift between evaluation steps. It cannot remove the games' spread (it has rates, not
 episodes): its episode part is an upper bound when the games differ in difficulty.
 
-**The choice** (:func:`project`): with ``V`` the observed variance of the seed means and
-``e`` the estimated episode part of it, ``now`` is the report's t half-width
-``t_{k-1} sqrt(V / k)``; ``more_seed`` the expected one with ``k + 1`` seeds,
-``t_k sqrt(V / (k + 1))`` (a seed mean's variance does not change); and ``more_episodes``
-the one with twice the episodes per seed (new games, so the episode part halves),
-``t_{k-1} sqrt((V - e / 2) / k)`` (``V - e / 2`` is unbiased for that variance). The
-smaller names what to buy. The t quantile weighs heavily at few seeds: with ``s = e / V``
-at most 1, one more seed beats twice the episodes at 3 seeds whatever ``s``
-(``t_2 sqrt(V / 6) > t_3 sqrt(V / 4)``); twice the episodes wins from ``s`` > 0.57 at
-5 seeds and ``s`` > 0.24 at 10.
+**The choice** (:func:`project`): ``now`` is the report's t half-width of the mean of the
+``k`` seeds, ``t_{k-1} sqrt(V / k)`` from ``V``, the observed variance of the seed means.
+The projections are expectations under the estimated components (``seed`` and
+``episode``, truncated at 0, and the window's ``drift``), so that an observed ``V`` below
+what the episode noise alone implies (likely at 3 seeds: ``V`` has 2 degrees of freedom)
+does not project a half-width of 0: with one more seed ``t_k sqrt((seed + episode + drift)
+/ (k + 1))``; with twice the episodes per seed (new games, so the episode part halves)
+``t_{k-1} sqrt((seed + drift + episode / 2) / k)``. The smaller names what to buy. The t
+quantile weighs heavily at few seeds: with ``s`` the episode share, one more seed beats
+twice the episodes at 3 seeds whatever ``s`` (``t_2 sqrt(1 / 6) > t_3 sqrt(1 / 4)``); twice
+the episodes wins from ``s`` > 0.57 at 5 seeds and ``s`` > 0.24 at 10.
 """
 
 from __future__ import annotations
@@ -136,22 +137,22 @@ def _t(df: float, confidence: float) -> float:
     return float(special.stdtrit(df, 0.5 + confidence / 2.0)) if df >= 1 else float("nan")
 
 
-def project(k: int, var_now: float, episode_part: float, confidence: float = 0.95
-            ) -> Projection:
-    """Half-widths of the mean of ``k`` seeds whose means have the observed variance
-    ``var_now``, of which ``episode_part`` is episode noise: now, with one more seed (the
-    variance of a seed mean unchanged), with twice the episodes per seed (its episode part
-    halved: ``var_now - episode_part / 2``, unbiased, 0 when that is negative)."""
+def project(k: int, var_now: float, seed_part: float, episode_part: float,
+            confidence: float = 0.95, other: float = 0.0) -> Projection:
+    """Half-widths of the mean of ``k`` seeds: now (from ``var_now``, the observed variance
+    of the seed means: the report's interval), and, expected under the estimated
+    components (``seed_part + episode_part + other``, ``other``: a part more episodes do not
+    shrink, the training window's drift), with one more seed and with twice the episodes
+    per seed (the episode part halved)."""
     c = check_confidence(confidence)
     nan = float("nan")
     if k < 2 or not np.isfinite(var_now):
         return Projection(nan, nan, nan, "unknown")
-    v = max(float(var_now), 0.0)
-    now = _t(k - 1, c) * float(np.sqrt(v / k))
-    seed = _t(k, c) * float(np.sqrt(v / (k + 1)))
-    eps = _t(k - 1, c) * float(np.sqrt(max(v - episode_part / 2.0, 0.0) / k)) \
-        if np.isfinite(episode_part) else nan
-    if not v > 0 or not np.isfinite(eps):
+    now = _t(k - 1, c) * float(np.sqrt(max(var_now, 0.0) / k))
+    model = seed_part + episode_part + other
+    seed = _t(k, c) * float(np.sqrt(model / (k + 1)))
+    eps = _t(k - 1, c) * float(np.sqrt((seed_part + other + episode_part / 2.0) / k))
+    if not model > 0 or not np.isfinite(model):
         return Projection(now, seed, eps, "unknown")
     if seed < 0.99 * eps:
         advice = "seeds"
@@ -212,7 +213,7 @@ def decompose_crossed(y: ArrayLike, confidence: float = 0.95) -> Decomposition:
     share = episode / total if total > 0 else nan
     return Decomposition(k, n, r, mean, var_means, seed, episode, 0.0, s2_ab, s2_e, residual,
                          share, bool(truncated), raw_seed, raw_ab, 0.0,
-                         project(k, var_means, episode, c), c)
+                         project(k, var_means, seed, episode, c), c)
 
 
 def binomial_noise(values: ArrayLike, n_episodes: ArrayLike | float) -> NDArray[np.float64]:
@@ -287,4 +288,4 @@ def decompose_window(values: ArrayLike, noise: ArrayLike, confidence: float = 0.
     return Decomposition(k, m_bar, nan, float(means.mean()), var_means, seed, episode,
                          drift, nan, nan, nan, share, bool(raw_seed < 0 or ms_w < binom),
                          raw_seed, nan, (ms_w - binom) / m_h,
-                         project(k, var_means, episode, c), c)
+                         project(k, var_means, seed, episode, c, other=drift), c)
