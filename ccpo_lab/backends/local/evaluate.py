@@ -163,10 +163,19 @@ def split_games(run: RunConfig, rd: RunDir, split: str, n: int) -> tuple[Any, li
     return games, pool
 
 
+def episode_generators(seed: int, split: str, games: list[int], repeat: int) -> list[Any]:
+    """One generator per episode: ``default_rng([0xE7A1, seed, split, game, repeat])``
+    (nothing of the arm, the checkpoint or the other episodes in it)."""
+    import numpy as np
+
+    code = SPLIT_CODE[split]
+    return [np.random.default_rng([DRAW_TAG, int(seed), code, int(g), int(repeat)])
+            for g in games]
+
+
 def evaluate(run: RunConfig, rd: RunDir, target: EvalTarget, repeat: int, job: EvalJobDir,
              placement: Placement | None = None) -> RepeatResult:
     """Play repeat ``repeat`` of ``target`` on the checkpoint of its step."""
-    import numpy as np
     import torch
 
     from ccpo_lab.backends.local.rollout import play
@@ -176,9 +185,7 @@ def evaluate(run: RunConfig, rd: RunDir, target: EvalTarget, repeat: int, job: E
     torch.set_num_threads(run.backend.local.num_threads)
     games, pool = split_games(run, rd, s.split, s.episodes)
     trainer, path = _trainer_at(run, rd, games, target.step)
-    code = SPLIT_CODE[s.split]
-    rngs = [np.random.default_rng([DRAW_TAG, int(run.seed), code, int(g.index), int(repeat)])
-            for g in pool]
+    rngs = episode_generators(run.seed, s.split, [g.index for g in pool], repeat)
     trainer.policy.eval()
     eps = play(trainer.policy, trainer.eval_pool, pool, [f"eval-{i}" for i in range(len(pool))],
                [repeat] * len(pool), s.temperature, rngs, trainer.prompts, trainer.timer,
