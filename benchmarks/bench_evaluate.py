@@ -10,9 +10,11 @@ Two measurements, in one run:
    - the out-of-distribution split's generation alone (the demo's held-out size, 48
      games, each checked by the planner: what the first evaluation of a sweep pays once);
    - ``ccpo-lab evaluate COPY --checkpoint final --split both --wait`` (15 jobs, 30
-     evaluations of 48 games), wall time and the jobs' CPU time (their processes'), the
-     split already generated;
-   - the same command again: nothing is redone.
+     evaluations of 48 games): wall time (the first one generates the split), and the
+     jobs' time from start to end;
+   - the same command again: nothing is redone;
+   - ``--launcher inline --temperature 1.0``: every evaluation again (a new setting), in
+     this one process: the CPU time of the whole work.
 
 2. **The report's extra time** on the synthetic 1,000-run sweep of ``bench_report.py``
    (100 arms x 10 seeds, 30 evaluations each), before and after adding per-episode files:
@@ -90,20 +92,26 @@ def bench_demo(demo: Path) -> None:
         generate_ood(Path(tmp) / "ood-alone", gs, 48, workers=1)
         print(f"out-of-distribution split, 48 games generated and checked (1 process): "
               f"{time.perf_counter() - t:.1f} s")
-        cmd = [sys.executable, "-m", "ccpo_lab.cli.main", "evaluate", str(copy),
-               "--checkpoint", "final", "--split", "both", "--wait"]
+        base = [sys.executable, "-m", "ccpo_lab.cli.main", "evaluate", str(copy),
+                "--checkpoint", "final", "--split", "both", "--wait"]
         env = {**os.environ, "PYTHONPATH": str(REPO)}
-        for what in ("first (generates the split into the copy's game cache)", "again"):
+        runs = (("the demo's launcher (local, 2 at once), first: generates the split", []),
+                ("again: nothing to do", []),
+                ("inline, one process, a new temperature (1.0): every evaluation again",
+                 ["--launcher", "inline", "--temperature", "1.0"]))
+        for what, extra in runs:
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t = time.perf_counter()
-            out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
+            out = subprocess.run([*base, *extra], capture_output=True, text=True, env=env,
+                                 check=True)
             wall = time.perf_counter() - t
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-            last = out.stdout.strip().splitlines()[-1]
-            print(f"evaluate --checkpoint final --split both --wait, {what}: {wall:.1f} s "
-                  f"wall, {cpu:.1f} s CPU of the command and its jobs; {last}")
-            if what.startswith("first"):
+            last = out.stdout.strip().splitlines()[-1].split(";")[0]
+            where = "of the command, its jobs included" if extra else \
+                "of the command alone (the pool's jobs are detached)"
+            print(f"{what}: {wall:.1f} s wall, {cpu:.1f} s CPU {where}; {last}")
+            if what.startswith("the demo's"):
                 spent, n = _job_cpu(copy)
                 print(f"  {n} jobs, {spent:.0f} s from start to end summed over jobs "
                       f"({spent / max(n, 1):.1f} s a job)")

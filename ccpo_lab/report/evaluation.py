@@ -25,7 +25,6 @@ with its line), :func:`evaluation_section` builds:
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -206,18 +205,29 @@ class EvaluationSection:
 
 @dataclass
 class _Found:
-    """One usable evaluation file of one run."""
+    """One usable evaluation file of one run (and its means, computed once)."""
 
     arm: str
     seed: int
     labels: tuple[str, ...]
     ev: Any
     training: float | None
+    rate: float = 0.0
+    turns: float = 0.0
+    invalid: float = 0.0
+
+    def __post_init__(self) -> None:
+        n = self.ev.success.size
+        self.rate = float(np.count_nonzero(self.ev.success)) / n
+        self.turns = float(self.ev.turns.sum()) / n
+        self.invalid = float(self.ev.invalid.sum()) / n
 
 
 def _best_step(path: Path) -> int | None:
+    from ccpo_lab.runs.metrics import fast_loads
+
     try:
-        rec = json.loads((path / "checkpoints" / "best" / "best.json").read_text())
+        rec = fast_loads((path / "checkpoints" / "best" / "best.json").read_bytes())
     except (OSError, ValueError):
         return None
     step = rec.get("step") if isinstance(rec, dict) else None
@@ -299,14 +309,14 @@ def _arm_row(arm: str, ms: dict[int, _Found], confidence: float) -> EvalArmRow:
     from ccpo_lab.stats import summarize_arm
 
     seeds = sorted(ms)
-    x = np.array([ms[k].ev.success.mean() for k in seeds])
+    x = np.array([ms[k].rate for k in seeds])
     a = summarize_arm(x, confidence)
     trained = [ms[k].training for k in seeds]
     return EvalArmRow(
         arm=arm, n_seeds=a.n, mean=num(a.mean), sd=num(a.sd),
         ci_t=interval(a.ci_low, a.ci_high), episodes=int(ms[seeds[0]].ev.success.size),
-        turns=num(np.mean([ms[k].ev.turns.mean() for k in seeds])),
-        invalid=num(np.mean([ms[k].ev.invalid.mean() for k in seeds])),
+        turns=num(sum(ms[k].turns for k in seeds) / len(seeds)),
+        invalid=num(sum(ms[k].invalid for k in seeds) / len(seeds)),
         training=None if any(t is None for t in trained)
         else num(np.mean([float(t) for t in trained if t is not None])),
         per_seed={k: float(x[i]) for i, k in enumerate(seeds)},
@@ -326,8 +336,8 @@ def _comparisons(by_arm: dict[str, dict[int, _Found]], arms: Sequence[str], refe
     for arm in [a for a in arms if a in by_arm and a != reference]:
         ms = by_arm[arm]
         sx, sy = sorted(ms), sorted(ref)
-        c = compare_arms([ms[k].ev.success.mean() for k in sx],
-                         [ref[k].ev.success.mean() for k in sy], sx, sy, s.confidence)
+        c = compare_arms([ms[k].rate for k in sx], [ref[k].rate for k in sy], sx, sy,
+                         s.confidence)
         raw.append((arm, c))
         common = sorted(set(ms) & set(ref))
         if len(common) >= 2:

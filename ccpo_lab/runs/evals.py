@@ -133,10 +133,16 @@ def eval_path(rd: RunDir, key: str) -> Path:
 
 def eval_files(rd: RunDir) -> list[Path]:
     """The evaluation files of a run, by name (none when it has no ``evals/``)."""
+    import os
+
     d = evals_dir(rd)
-    if not d.is_dir():
+    try:
+        with os.scandir(d) as it:
+            names = [e.name for e in it if e.name.endswith(".jsonl")
+                     and not e.name.startswith(".") and e.is_file()]
+    except (FileNotFoundError, NotADirectoryError):
         return []
-    return sorted(p for p in d.glob("*.jsonl") if p.is_file() and not p.name.startswith("."))
+    return [d / name for name in sorted(names)]
 
 
 def _typed(obj: Mapping[str, Any], fields: Mapping[str, tuple[type, ...]]) -> str | None:
@@ -147,7 +153,8 @@ def _typed(obj: Mapping[str, Any], fields: Mapping[str, tuple[type, ...]]) -> st
         v = obj[name]
         ok = isinstance(v, types) and (bool in types or not isinstance(v, bool))
         if not ok:
-            return f"{name!r} is {json.dumps(v)[:40]}, not {' or '.join(t.__name__ for t in types)}"
+            want = " or ".join(t.__name__ for t in types)
+            return f"{name!r} is {json.dumps(v)[:40]}, not {want}"
     return None
 
 
@@ -192,15 +199,17 @@ def _parse(p: Path, data: bytes, stem: str) -> EvalFile:
     def fail(line: int, why: str) -> EvalFileError:
         return EvalFileError(LineProblem(p, line, why))
 
-    try:
-        rows = [fast_loads(x) for x in raw]
+    try:  # every line in one call (a line run into another, or not JSON, fails it)
+        rows = fast_loads(b"[" + b",".join(raw) + b"]") if all(raw) else None
     except ValueError:
+        rows = None
+    if rows is None or len(rows) != len(raw):
+        rows = []
         for i, x in enumerate(raw, 1):
             try:
-                fast_loads(x)
+                rows.append(fast_loads(x))
             except ValueError:
                 raise fail(i, f"not JSON: {x[:60]!r}") from None
-        raise
     header = rows[0] if rows else None
     why = _header_problem(header)
     if why is not None:
@@ -212,8 +221,47 @@ def _parse(p: Path, data: bytes, stem: str) -> EvalFile:
                               f"repeats = {n * r}")
     if stem != header["key"]:
         raise fail(1, f"header: key {header['key']} is not the file's name ({stem})")
-    arrays = _episodes(rows[1:], header["draw"]["games"], n, r, fail)
+    arrays = _quick(rows[1:], header["draw"]["games"], n, r)
+    if arrays is None:  # something is wrong: find the line, and say why
+        arrays = _episodes(rows[1:], header["draw"]["games"], n, r, fail)
     return EvalFile(p, header, *arrays)
+
+
+_FIELDS = tuple(EPISODE_FIELDS)
+
+
+def _quick(rows: list[Any], games: list[str], n: int, r: int
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]] | None:
+    """:func:`_episodes` of a clean file, checked column by column at C speed (None: not
+    clean: the slow reader then names the line)."""
+    from operator import itemgetter
+
+    if set(map(type, rows)) != {dict} or set(map(len, rows)) != {len(_FIELDS)}:
+        return None
+    try:
+        cols = dict(zip(_FIELDS, zip(*map(itemgetter(*_FIELDS), rows), strict=True),
+                        strict=True))
+    except KeyError:
+        return None
+    ints = set(map(type, cols["repeat"])) | set(map(type, cols["i"])) | \
+        set(map(type, cols["turns"])) | set(map(type, cols["invalid"]))
+    if ints != {int} or set(map(type, cols["success"])) != {bool} or \
+            not set(map(type, cols["reward"])) <= {int, float}:
+        return None
+    if cols["repeat"] != tuple(j // n for j in range(n * r)) or \
+            cols["i"] != tuple(range(n)) * r or cols["game"] != tuple(games) * r:
+        return None
+    types = cols["task_type"][:n]
+    if cols["task_type"] != types * r or set(map(type, types)) != {str}:
+        return None
+    reward = np.array(cols["reward"], dtype=np.float64).reshape(r, n)
+    turns = np.array(cols["turns"], dtype=np.int64).reshape(r, n)
+    invalid = np.array(cols["invalid"], dtype=np.int64).reshape(r, n)
+    if not np.isfinite(reward).all() or (turns < 0).any() or (invalid < 0).any() or \
+            (invalid > turns).any():
+        return None
+    success = np.array(cols["success"], dtype=bool).reshape(r, n)
+    return success, reward, turns, invalid, tuple(types)
 
 
 def _episodes(rows: list[Any], games: list[str], n: int, r: int, fail: Any
@@ -233,6 +281,9 @@ def _episodes(rows: list[Any], games: list[str], n: int, r: int, fail: Any
         why = _typed(e, EPISODE_FIELDS)
         if why is not None:
             raise fail(line, why)
+        extra = sorted(set(e) - set(EPISODE_FIELDS))
+        if extra:
+            raise fail(line, f"unexpected field {extra[0]!r}")
         if (e["repeat"], e["i"]) != (rep, i):
             raise fail(line, f"episode (repeat {e['repeat']}, game {e['i']}) where (repeat "
                              f"{rep}, game {i}) belongs: out of order")

@@ -266,7 +266,7 @@ def decompose_window(values: ArrayLike, noise: ArrayLike, confidence: float = 0.
     k = int(v.shape[0])
     nan = float("nan")
     total_n = int(counts.sum())
-    means = np.array([v[i, ok[i]].mean() for i in range(k)]) if k else np.empty(0)
+    means = np.nansum(v, axis=1) / counts if k else np.empty(0)
     m_bar = float(counts.mean()) if k else nan
     if k < 2 or total_n - k < 1:
         mean = float(means.mean()) if k else nan
@@ -274,7 +274,7 @@ def decompose_window(values: ArrayLike, noise: ArrayLike, confidence: float = 0.
                              False, nan, nan, nan, Projection(nan, nan, nan, "unknown"), c)
     grand = float(v[ok].mean())
     ms_b = float(np.sum(counts * (means - grand) ** 2)) / (k - 1)
-    ms_w = float(sum(np.sum((v[i, ok[i]] - means[i]) ** 2) for i in range(k))) / (total_n - k)
+    ms_w = float(np.nansum((v - means[:, None]) ** 2)) / (total_n - k)
     n0 = (total_n - float(np.sum(counts ** 2)) / total_n) / (k - 1)
     raw_seed = (ms_b - ms_w) / n0
     binom = float(np.mean(w[ok]))
