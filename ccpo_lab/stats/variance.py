@@ -57,6 +57,7 @@ the episodes wins from ``s`` > 0.57 at 5 seeds and ``s`` > 0.24 at 10.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -133,7 +134,9 @@ class Decomposition:
     confidence: float
 
 
+@functools.lru_cache(maxsize=1024)
 def _t(df: float, confidence: float) -> float:
+    """The two-sided t quantile (cached: a report asks for a few, many times)."""
     return float(special.stdtrit(df, 0.5 + confidence / 2.0)) if df >= 1 else float("nan")
 
 

@@ -369,3 +369,14 @@ def test_a_requeued_slurm_job_resumes_and_ends_identical(sweep: Path,
     whole = read_eval_file(eval_files(rd(sweep, "grpo", 0))[0])
     for field in ("success", "reward", "turns", "invalid"):
         assert (getattr(slurm, field) == getattr(whole, field)).all(), field
+
+
+def test_a_dry_run_prints_the_plan_and_the_command_and_writes_nothing(
+        sweep: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = snapshot(sweep)
+    assert main(["evaluate", str(sweep), "--checkpoint", "best", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("best]") == 8 and "python -m ccpo_lab.runs.execute" in out
+    assert "4 evaluation job(s) to submit; launcher local: 1 CPU slot, 2 at once (dry run, " \
+           "nothing written)" in out
+    assert snapshot(sweep) == before
