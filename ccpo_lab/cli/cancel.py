@@ -19,7 +19,8 @@ def cancel(
     grace: float = typer.Option(10.0, "--grace", min=0.0, help="Seconds a run has to stop "
                                 "after SIGINT before it is killed (SIGKILL)."),
 ) -> None:
-    """Cancel queued and running runs (Slurm jobs, local processes); a relaunch resumes them.
+    """Cancel queued and running runs and evaluation jobs (Slurm jobs, local processes); a
+    relaunch resumes them.
 
     A run executing on this host is sent SIGINT, then SIGKILL after --grace seconds, and
     cancel returns once it stopped; exit 1 when a run could not be stopped.
@@ -30,11 +31,18 @@ def cancel(
     if not sweep_dir.is_dir():
         raise UserError("not a directory", file=sweep_dir,
                         valid="a sweep's results directory, e.g. results/<sweep name>")
+    from ccpo_lab.evaluation.track import cancel_evaluations
+
     done, problems = cancel_runs(sweep_dir, arm=arm, seed=seed, grace_s=grace)
-    if not done and not problems:
+    evals, trouble = cancel_evaluations(sweep_dir, arm=arm, seed=seed, grace_s=grace)
+    problems += trouble
+    if not done and not evals and not problems:
         typer.echo("nothing to cancel (the selected runs are finished)")
     for c in done:
         typer.echo(f"cancelled {c.status.arm} seed {c.status.seed} ({c.status.state}): {c.how}")
+    for c in evals:
+        typer.echo(f"cancelled the evaluation job of {c.status.arm} seed {c.status.seed} "
+                   f"({c.status.state}): {c.how}")
     for p in problems:
         typer.echo(f"error: {p}", err=True)
     if problems:

@@ -25,6 +25,7 @@ import ccpo_lab  # noqa: E402
 from ccpo_lab.cli import arms as arms_cmd  # noqa: E402
 from ccpo_lab.cli import cancel as cancel_cmd  # noqa: E402
 from ccpo_lab.cli import doctor as doctor_cmd  # noqa: E402
+from ccpo_lab.cli import evaluate as evaluate_cmd  # noqa: E402
 from ccpo_lab.cli import games as games_cmd  # noqa: E402
 from ccpo_lab.cli import importer as import_cmd  # noqa: E402
 from ccpo_lab.cli import rehearse as rehearse_cmd  # noqa: E402
@@ -41,6 +42,7 @@ _COMMAND_MODULES = (
     status_cmd,
     cancel_cmd,
     verify_cmd,
+    evaluate_cmd,
     report_cmd,
     sync_cmd,
     import_cmd,

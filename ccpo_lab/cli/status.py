@@ -21,7 +21,8 @@ def status(
                                    "refreshes with --watch."),
     as_json: bool = typer.Option(False, "--json", help="Print the runs as JSON."),
 ) -> None:
-    """Show each run's state, job, progress, last held-out success and logs.
+    """Show each run's state, job, progress, last held-out success and logs, then the
+    sweep's evaluation jobs (`ccpo-lab evaluate`), if any.
 
     Reads the run directories and asks the scheduler once (with a short timeout); it never
     waits for a job. A failed run shows its exception and the tail of its stderr.
@@ -44,11 +45,18 @@ def status(
                         file=sweep_dir)
     console = make_console()
     title = f"sweep {sweep_dir.name} ({sweep_dir})"
+    from ccpo_lab.evaluation.track import eval_status, print_eval_status, status_records
+
     if as_json:
         rows = collect_status(sweep_dir, runs)
+        evals = eval_status(sweep_dir)
         typer.echo(json.dumps([{**r.__dict__, "path": str(r.path), "terminal": r.terminal,
-                                "owner": owner_record(r.owner), "log": r.log}
-                               for r in rows], indent=2, default=str))
+                                "owner": owner_record(r.owner), "log": r.log, **extra}
+                               for r, extra in [*((r, {}) for r in rows),
+                                                *((r, {"evaluation": e}) for r, e in
+                                                  zip(evals, status_records(evals),
+                                                      strict=True))]],
+                              indent=2, default=str))
         return
     if watch:
         rows = watch_loop(sweep_dir, console, runs=runs, interval=interval, title=title)
@@ -59,5 +67,7 @@ def status(
 
             for block in failure_details(rows):
                 console.print(block, highlight=False, markup=False, soft_wrap=True)
+        print_eval_status(console, sweep_dir)
         return
     print_status(console, collect_status(sweep_dir, runs), title)
+    print_eval_status(console, sweep_dir)

@@ -146,13 +146,20 @@ def cancel_runs(sweep_dir: Path, *, arm: str | None = None, seed: int | None = N
                 grace_s: float = GRACE_S) -> tuple[list[Cancelled], list[str]]:
     """Cancel the selected runs that are not finished. Returns (cancelled, problems):
     a run that could not be stopped is a problem and is not in the first list."""
-    from ccpo_lab.runs.provenance import now_iso
-
     rows = collect_status(sweep_dir)
     if not rows:
         raise UserError("no runs found (expected <sweep dir>/<arm>/seed-<k>/ or sweep.json)",
                         file=sweep_dir)
-    chosen = [r for r in select(rows, arm, seed) if not r.terminal]
+    return cancel_rows([r for r in select(rows, arm, seed) if not r.terminal], grace_s)
+
+
+def cancel_rows(chosen: list[RunStatus], grace_s: float = GRACE_S
+                ) -> tuple[list[Cancelled], list[str]]:
+    """Cancel the unfinished runs of ``chosen`` (status rows of run or evaluation-job
+    directories): withdraw them from their launchers, stop their executors here, mark them
+    cancelled. Returns (cancelled, problems), as :func:`cancel_runs`."""
+    from ccpo_lab.runs.provenance import now_iso
+
     how: dict[Path, str] = {}
     problems: list[str] = []
     for kind in dict.fromkeys(r.launcher for r in chosen):

@@ -50,8 +50,8 @@ def never_trained(rd: RunDir) -> str | None:
             return None
     except (MetricsFormatError, OSError, UnicodeDecodeError, ValueError):
         return None
-    if rd.checkpoints.is_dir() and any(rd.checkpoints.iterdir()):
-        return None
+    if rd.checkpoints.is_dir() and any(c.name != "best" for c in rd.checkpoints.iterdir()):
+        return None  # (best/ alone: the step-0 evaluation's checkpoint, no training step)
     error = str(st.get("error") or "").splitlines()[0:1]
     return "failed before its first step" + (f": {error[0]}" if error else "")
 

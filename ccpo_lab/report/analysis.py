@@ -285,6 +285,10 @@ def build_report(sweep_dir: str | Path, options: Mapping[str, Any] | None = None
     comparisons, design_notes = apply_design(comparison_rows(arm_rows, settings), design,
                                              settings)
     notes += design_notes
+    from ccpo_lab.report.evaluation import evaluation_section
+
+    evaluation, eval_notes = evaluation_section(runs, arms, settings)
+    notes += eval_notes
     model = ReportModel(
         sweep=str(manifest.get("name") or root.name), metric=settings.metric,
         window_start=settings.window_start, reference=settings.reference,
@@ -294,6 +298,6 @@ def build_report(sweep_dir: str | Path, options: Mapping[str, Any] | None = None
         iqm_bootstrap_min_seeds=bootstrap_min_runs(settings.confidence, n_strata=len(TASKS)),
         arms=tuple(arm_rows), comparisons=comparisons,
         baselines=published_baselines(list(runs.values())), notes=tuple(notes),
-        adaptive=design,
+        adaptive=design, evaluation=evaluation,
     )
     return Report(model=model, settings=settings, arms=tuple(arms), runs=runs, sweep_dir=root)

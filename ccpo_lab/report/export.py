@@ -53,7 +53,8 @@ def csv_tables(model: ReportModel) -> dict[str, str]:
     * per_task: ``arm``, ``column``, then :class:`TaskStat` fields (published baselines
       as ``<method> (published)`` rows when shown);
     * per_seed: ``arm``, ``seed``, then :class:`SeedRow` fields;
-    * with an adaptive design, :func:`adaptive_csv`'s tables.
+    * with an adaptive design, :func:`adaptive_csv`'s tables;
+    * with checkpoint evaluations, :func:`evaluation_csv`'s.
     """
     arms = _csv([*csv_header(ArmRow), "reference", *csv_header(RiseRow, "rise_")],
                 [[*csv_row(a), a.arm == model.reference, *csv_row(a.rise)] for a in model.arms])
@@ -67,7 +68,7 @@ def csv_tables(model: ReportModel) -> dict[str, str]:
     per_seed = _csv(["arm", "seed", *csv_header(SeedRow)],
                     [[a.arm, k, *csv_row(e)] for a in model.arms for k, e in a.per_seed.items()])
     return {"arms": arms, "comparisons": comparisons, "per_task": per_task,
-            "per_seed": per_seed, **adaptive_csv(model)}
+            "per_seed": per_seed, **adaptive_csv(model), **evaluation_csv(model)}
 
 
 def adaptive_csv(model: ReportModel) -> dict[str, str]:
@@ -85,6 +86,39 @@ def adaptive_csv(model: ReportModel) -> dict[str, str]:
             "adaptive_verdicts": _csv(csv_header(AdaptiveVerdictRow),
                                       [csv_row(r) for r in a.verdicts]),
             "adaptive_seeds": _csv(["look", "arm", "seeds", "assigned"], seeds)}
+
+
+def evaluation_csv(model: ReportModel) -> dict[str, str]:
+    """The checkpoint evaluations' tables ({} without any): ``eval_arms`` and
+    ``eval_comparisons`` (the group's ``split, checkpoint, games, repeats, temperature,
+    draw_id``, then the row's fields), ``eval_variance`` (:class:`VarianceRow`, the window's
+    rows included) and ``eval_selection`` (:class:`SelectionRow`)."""
+    from ccpo_lab.report.evaluation import (
+        EvalArmRow,
+        EvalComparisonRow,
+        SelectionRow,
+        VarianceRow,
+    )
+
+    ev = model.evaluation
+    if ev is None:
+        return {}
+    key = ["split", "checkpoint", "games", "repeats", "temperature", "draw_id"]
+
+    def group_key(g: Any) -> list[Any]:
+        return [g.split, g.checkpoint, g.games, g.repeats, g.temperature, g.draw_id]
+
+    return {
+        "eval_arms": _csv([*key, *csv_header(EvalArmRow)],
+                          [[*group_key(g), *csv_row(a)] for g in ev.groups for a in g.arms]),
+        "eval_comparisons": _csv([*key, *csv_header(EvalComparisonRow)],
+                                 [[*group_key(g), *csv_row(c)] for g in ev.groups
+                                  for c in g.comparisons]),
+        "eval_variance": _csv(csv_header(VarianceRow),
+                              [csv_row(r) for g in ev.groups for r in g.variance]
+                              + [csv_row(r) for r in ev.window]),
+        "eval_selection": _csv(csv_header(SelectionRow), [csv_row(r) for r in ev.selection]),
+    }
 
 
 def to_csv(model: ReportModel) -> str:

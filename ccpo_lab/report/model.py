@@ -17,9 +17,12 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ccpo_lab.report.numbers import NO_INTERVAL, Pair
+
+if TYPE_CHECKING:
+    from ccpo_lab.report.evaluation import EvaluationSection
 
 INTERVAL = {"interval": True}
 """Field metadata of an interval ``(low, high)``: two CSV columns ``<name>_low/_high``."""
@@ -404,6 +407,9 @@ class ReportModel:
     """Notes on runs and settings."""
     adaptive: AdaptiveSection | None = field(default=None, metadata=NESTED)
     """The adaptive seed design and its looks (None: the sweep has fixed seeds)."""
+    evaluation: EvaluationSection | None = field(default=None, metadata=NESTED)
+    """The checkpoint evaluations (``ccpo-lab evaluate``) and where the uncertainty comes
+    from (:mod:`ccpo_lab.report.evaluation`; None: no run has one)."""
 
     def arm(self, name: str) -> ArmRow:
         """The row of arm ``name`` (KeyError if absent)."""

@@ -433,8 +433,12 @@ TABLES: tuple[Callable[[ReportModel], Table | None], ...] = (
 
 
 def tables(model: ReportModel) -> list[Table]:
-    """Every table of the report that applies, in order."""
-    return [t for build in TABLES if (t := build(model)) is not None]
+    """Every table of the report that applies, in order (the checkpoint evaluations'
+    last, built by their section: :mod:`ccpo_lab.report.evaluation_tables`)."""
+    out = [t for build in TABLES if (t := build(model)) is not None]
+    if model.evaluation is not None:
+        out += model.evaluation.tables(model)
+    return out
 
 
 def _md_row(cells: Sequence[str]) -> str:

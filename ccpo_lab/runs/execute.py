@@ -137,10 +137,17 @@ def execute_run(run_dir: str | Path, placement: Placement | None = None, *,
 
 
 def _train(rd: RunDir, where: Placement) -> dict[str, Any]:
-    """The backend's ``train``, with progress lines when it reports progress."""
+    """The backend's ``train``, with progress lines when it reports progress; for an
+    evaluation job's directory (``ccpo-lab evaluate``), the job."""
     import inspect
 
     from ccpo_lab.backends import backend_module
+    from ccpo_lab.runs.evals import is_eval_job
+
+    if is_eval_job(rd.path):
+        from ccpo_lab.evaluation.job import run_eval_job
+
+        return run_eval_job(rd.path, where)
 
     run = load_run_config(rd)
     train = backend_module(run.backend.kind).train
@@ -179,7 +186,12 @@ def serve_run(run_dir: str | Path, placement: Placement) -> dict[str, Any]:
     """A task other than rank 0 of a multi-node run: the backend's ``worker(run, rd,
     placement)`` when it has one. Only rank 0 writes the run's state."""
     from ccpo_lab.backends import backend_module
+    from ccpo_lab.runs.evals import is_eval_job
 
+    if is_eval_job(run_dir):
+        from ccpo_lab.evaluation.job import serve_eval_job
+
+        return serve_eval_job(run_dir, placement)
     rd = RunDir(Path(run_dir))
     run = load_run_config(rd)
     worker = getattr(backend_module(run.backend.kind), "worker", None)

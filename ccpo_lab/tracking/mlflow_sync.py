@@ -349,6 +349,9 @@ def headline_metrics(report: ReportModel) -> dict[str, float]:
         put(f"{base}/p_holm", c.p_holm)
         put(f"{base}/prob_improvement", c.prob_improvement)
         put(f"{base}/seeds_needed", c.seeds_needed)
+    from ccpo_lab.tracking.evaluation import parent_metrics
+
+    out.update(parent_metrics(report))  # the checkpoint evaluations' tables, if any
     return out
 
 
@@ -642,6 +645,11 @@ def _sync(root: Path, manifest: Mapping[str, Any], uri: str, local: bool,
              for k in ("created", "updated", "fresh", "pending")}
     step = max((c.sent.last_step for c in done if c.sent.last_step is not None), default=0)
     headline, logged = _update_parent(client, pid, manifest, key, report, step, artifacts)
+    if report is not None and report.evaluation is not None:
+        from ccpo_lab.tracking.evaluation import log_children
+
+        log_children(client, _find_runs(client, exp_id, f"tags.`{KIND}` = 'run' and "
+                                        f"tags.`mlflow.parentRunId` = '{pid}'"), report)
     looks = _log_adaptive(client, pid, root)
     finished = bool(done) and all(c.status in _TERMINAL for c in done)
     ends = [c.end for c in done if c.end is not None]

@@ -32,7 +32,7 @@ COMMANDS = _commands()
 def test_every_command_is_covered() -> None:
     names = {" ".join(p) for p, _ in COMMANDS}
     assert {"sweep", "status", "cancel", "verify", "report", "sync", "import", "doctor",
-            "arms list", "arms show", "arms diff", "games make"} <= names
+            "evaluate", "arms list", "arms show", "arms diff", "games make"} <= names
 
 
 @pytest.mark.parametrize(("path", "required"), COMMANDS, ids=[" ".join(p) for p, _ in COMMANDS])

@@ -170,6 +170,8 @@ def test_a_run_that_never_trained_is_replaced_without_new_run(
     dirs = _init(workdir, "arms=[grpo]", "protocol.lr=0.5")
     failed, trained = dirs[("grpo", 0)], dirs[("grpo", 1)]
     failed.write_state("failed", error="RuntimeError: the games could not be generated")
+    (failed.checkpoints / "best").mkdir(parents=True)  # its step-0 evaluation's checkpoint
+    (failed.checkpoints / "best" / "best.json").write_text('{"step": 0}')
     trained.write_state("failed", error="RuntimeError: boom", step=1)
     append_metrics(trained.metrics, 0, {"val/success_rate": 0.0})
     append_metrics(trained.metrics, 1, {"val/success_rate": 0.0})

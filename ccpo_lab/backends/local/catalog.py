@@ -139,11 +139,12 @@ def physics() -> Physics:
     )
 
 
-def rooms_for(task_type: str) -> tuple[RoomKind, ...]:
-    """Room kinds in which ``task_type`` can be posed."""
+def rooms_for(task_type: str, rooms: tuple[RoomKind, ...] = ROOMS) -> tuple[RoomKind, ...]:
+    """Room kinds of ``rooms`` (default: the training rooms) in which ``task_type`` can be
+    posed."""
     if task_type == "look_at_obj_in_light":
-        return tuple(r for r in ROOMS if set(LAMP_HOLDERS) & set(r.receptacles))
+        return tuple(r for r in rooms if set(LAMP_HOLDERS) & set(r.receptacles))
     need = APPLIANCE.get(task_type)
     if need is None:
-        return ROOMS
-    return tuple(r for r in ROOMS if need in r.receptacles)
+        return rooms
+    return tuple(r for r in rooms if need in r.receptacles)

@@ -85,3 +85,45 @@ def _fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+BEST_DIR = "best"
+"""``checkpoints/best/``: the checkpoint of the run's best held-out evaluation so far."""
+BEST_FILE = "best.json"
+"""Its record: ``{"step", "value", "metric", "file"}`` (the layout of the verl backend's
+``checkpoints/best/best.json``)."""
+
+
+def read_best(folder: Path) -> dict[str, Any] | None:
+    """``<folder>/best/best.json`` when it names a checkpoint that exists (else None)."""
+    import json
+
+    best = Path(folder) / BEST_DIR
+    try:
+        record = json.loads((best / BEST_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("step"), int) or \
+            not (best / str(record.get("file", ""))).is_file():
+        return None
+    return record
+
+
+def save_best(folder: Path, step: int, value: float, metric: str,
+              state: dict[str, Any]) -> Path:
+    """Keep ``state`` as the checkpoint of the best evaluation (``step``, ``value``).
+
+    The new file is written atomically beside the old one, then ``best.json`` is replaced
+    (atomically) to name it, then the old file is removed: a run killed at any moment
+    leaves a ``best.json`` that names a complete checkpoint.
+    """
+    from ccpo_lab.config.yamlio import atomic_write_json
+
+    best = Path(folder) / BEST_DIR
+    path = save_checkpoint(best, step, state, keep=2)
+    atomic_write_json(best / BEST_FILE, {"step": int(step), "value": float(value),
+                                         "metric": metric, "file": path.name})
+    for _, old in list_checkpoints(best):
+        if old != path:
+            old.unlink(missing_ok=True)
+    return path

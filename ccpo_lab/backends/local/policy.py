@@ -385,18 +385,25 @@ def chosen_logprobs(logits: torch.Tensor, chosen: torch.Tensor, temperature: flo
     return picked, ent
 
 
-def sample_actions(logits: torch.Tensor, temperature: float, rng: np.random.Generator
-                   ) -> np.ndarray:
+def sample_actions(logits: torch.Tensor, temperature: float,
+                   rng: np.random.Generator | Sequence[np.random.Generator]) -> np.ndarray:
     """Sample one action per row of ``logits`` (B, A) at ``temperature``; returns (B,) int.
 
     Probabilities are formed in float64 and drawn by inverse CDF with one ``rng.random()``
-    per row, so the draw depends only on the logits and the generator's state.
+    per row, so the draw depends only on the logits and the generator's state. ``rng``: one
+    generator for the batch (its draws in row order), or one per row (B,) (an evaluation's
+    episodes, each with the sampling seed of its (run seed, game, repeat)).
     """
     z = logits.detach().double().numpy() / max(temperature, 1e-8)
     z = z - z.max(axis=1, keepdims=True)
     p = np.exp(z)
     p /= p.sum(axis=1, keepdims=True)
-    u = rng.random(len(p))
+    if isinstance(rng, np.random.Generator):
+        u = rng.random(len(p))
+    else:
+        if len(rng) != len(p):
+            raise ValueError(f"{len(rng)} generators for {len(p)} rows")
+        u = np.array([g.random() for g in rng], dtype=np.float64)
     cdf = np.cumsum(p, axis=1)
     idx = (cdf < u[:, None]).sum(axis=1)
     n_valid = np.isfinite(logits.detach().numpy()).sum(axis=1)

@@ -156,16 +156,16 @@ class Timer:
 
 def play(policy: ActionScorer, pool: EnginePool, games: Sequence[GameRecord],
          task_uids: Sequence[str], rollouts: Sequence[int], temperature: float,
-         rng: np.random.Generator, prompts: PromptSettings, timer: Timer,
-         slots: Sequence[int] | None = None,
+         rng: np.random.Generator | Sequence[np.random.Generator], prompts: PromptSettings,
+         timer: Timer, slots: Sequence[int] | None = None,
          logits_cache: dict[tuple[TurnInput, ...], torch.Tensor] | None = None
          ) -> list[Episode]:
     """Play one episode per ``games[i]`` (rollout index ``rollouts[i]``), all in lockstep.
 
     Episode ``i`` runs on engine slot ``slots[i]`` of its game (default: its rollout
     index); the (game, slot) pairs must be distinct. Actions are sampled at
-    ``temperature`` with ``rng`` (one draw per live episode per turn, in list order); the
-    policy runs without gradients.
+    ``temperature`` with ``rng`` (one draw per live episode per turn, in list order; or
+    one generator per episode, each its own); the policy runs without gradients.
 
     ``logits_cache``: see :func:`_pick`.
     """
@@ -193,7 +193,8 @@ def play(policy: ActionScorer, pool: EnginePool, games: Sequence[GameRecord],
                 c = choices(adm[i]) or adm[i]
                 inputs.append(turn_input(games[i].goal, obs[i], c, histories[i], prompts))
                 cands.append(c)
-            picks, logp = _pick(policy, inputs, temperature, rng, logits_cache)
+            picks, logp = _pick(policy, inputs, temperature, _draws(rng, live, len(games)),
+                                logits_cache)
             timer.add("forward", time.perf_counter() - t0)
             t0 = time.perf_counter()
             still = []
@@ -215,8 +216,18 @@ def play(policy: ActionScorer, pool: EnginePool, games: Sequence[GameRecord],
     return episodes
 
 
+def _draws(rng: np.random.Generator | Sequence[np.random.Generator], live: list[int],
+           n: int) -> np.random.Generator | list[np.random.Generator]:
+    """The generator(s) of a turn's live episodes: the one generator, or theirs."""
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if len(rng) != n:
+        raise ValueError(f"{len(rng)} generators for {n} episodes")
+    return [rng[i] for i in live]
+
+
 def _pick(policy: ActionScorer, inputs: list[TurnInput], temperature: float,
-          rng: np.random.Generator,
+          rng: np.random.Generator | Sequence[np.random.Generator],
           logits_cache: dict[tuple[TurnInput, ...], torch.Tensor] | None
           ) -> tuple[np.ndarray, torch.Tensor]:
     """One action per turn of a lockstep batch: ``(picks (B,) int, log-probs (B,))``.

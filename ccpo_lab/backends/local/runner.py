@@ -11,7 +11,11 @@ What a run leaves in its directory (see :mod:`ccpo_lab.runs.layout`):
   start if it differs from the configuration); ``run.json["games"]``: the game set;
   ``run.json["warm_start"]``: the warm start's file shared by the seed's runs and whether
   this run loaded it (see :mod:`.warmstart`);
-- ``checkpoints/step-<k>.pt`` every ``save_freq`` steps and at the end.
+- ``checkpoints/step-<k>.pt`` every ``save_freq`` steps and at the end;
+- ``checkpoints/best/``: the checkpoint of the best held-out evaluation so far (step 0, the
+  warm-started policy, included; ties keep the earlier step) and ``best.json`` naming it,
+  so ``ccpo-lab evaluate --checkpoint best`` can re-score it after the newer checkpoints
+  have replaced it (:func:`~.checkpoint.save_best`).
 
 A restarted run resumes from its newest checkpoint, first dropping metric rows after it,
 and continues bit-identically (every random draw comes from generators in the checkpoint,
@@ -132,6 +136,7 @@ def train(run: RunConfig, rd: RunDir, placement: Placement | None = None,
         latest_checkpoint,
         load_checkpoint,
         remove_partial,
+        save_best,
         save_checkpoint,
     )
     from ccpo_lab.backends.local.trainer import Trainer
@@ -150,6 +155,7 @@ def train(run: RunConfig, rd: RunDir, placement: Placement | None = None,
     ckpt = latest_checkpoint(rd.checkpoints)
     resumed_from: int | None = None
     last_val: float | None = None
+    best = _BestSoFar(rd, run, games.root.name)
     if ckpt is not None:
         state = load_checkpoint(ckpt)
         if state.get("run_id") != run.run_id:
@@ -162,6 +168,7 @@ def train(run: RunConfig, rd: RunDir, placement: Placement | None = None,
         last_val = state.get("last_val")
         resumed_from = trainer.step
         truncate_metrics(rd.metrics, trainer.step)
+        best.resume(trainer.step)
     else:
         truncate_metrics(rd.metrics, -1)
         row = trainer.initialise()
@@ -170,6 +177,7 @@ def train(run: RunConfig, rd: RunDir, placement: Placement | None = None,
         row.update(trainer.evaluate(0))
         last_val = row.get(VAL_METRIC)
         append_metrics(rd.metrics, 0, row)
+        best.offer(0, last_val, trainer, save_best)
     total = p.total_steps
     eval_steps = set(p.eval_steps)
     rd.write_state("running", step=trainer.step, total_steps=total, last_val=last_val)
@@ -186,6 +194,8 @@ def train(run: RunConfig, rd: RunDir, placement: Placement | None = None,
             save_checkpoint(rd.checkpoints, k, {"run_id": run.run_id, "games": games.root.name,
                                                 "last_val": last_val,
                                                 "trainer": trainer.state_dict()})
+        if k in eval_steps:
+            best.offer(k, row.get(VAL_METRIC), trainer, save_best)
         rd.write_state("running", step=k, total_steps=total, last_val=last_val)
         if progress is not None:
             progress(k, total, last_val)
@@ -195,6 +205,37 @@ def train(run: RunConfig, rd: RunDir, placement: Placement | None = None,
             "wall_s": round(wall, 2), "env_steps": t.env_steps, "env_s": round(t.env, 2),
             "policy_s": round(t.policy, 2),
             "env_steps_per_s": round(t.env_steps / wall, 1) if wall > 0 else None}
+
+
+class _BestSoFar:
+    """The best held-out evaluation of a run so far, and keeping its checkpoint."""
+
+    def __init__(self, rd: RunDir, run: RunConfig, games_key: str) -> None:
+        self.rd, self.run, self.games_key = rd, run, games_key
+        self.value = float("-inf")
+
+    def resume(self, step: int) -> None:
+        """After a resume from ``step``: the recorded best, else (a run trained before the
+        best checkpoint was kept) the best evaluation logged so far, whose weights are
+        gone: no later, lower evaluation is then taken for the best."""
+        from ccpo_lab.backends.local.checkpoint import read_best
+        from ccpo_lab.runs.metrics import read_metrics, series
+
+        record = read_best(self.rd.checkpoints)
+        if record is not None and int(record["step"]) <= step:
+            self.value = float(record["value"])
+            return
+        _, vals = series(read_metrics(self.rd.metrics), VAL_METRIC)
+        self.value = float(vals.max()) if vals.size else float("-inf")
+
+    def offer(self, step: int, value: float | None, trainer: Any, save: Any) -> None:
+        """Keep the trainer's state as the best checkpoint when ``value`` beats the best."""
+        if value is None or not float(value) > self.value:
+            return
+        self.value = float(value)
+        save(self.rd.checkpoints, step, self.value, VAL_METRIC,
+             {"run_id": self.run.run_id, "games": self.games_key, "last_val": self.value,
+              "trainer": trainer.state_dict()})
 
 
 def describe(run: RunConfig, rd: RunDir, placement: Placement | None = None) -> str:

@@ -89,8 +89,10 @@ def _target_choices(room: RoomKind, task_type: str, phys: Physics) -> dict[str, 
     return out
 
 
-def sample_scene(task_type: str, knobs: SceneKnobs, rng: np.random.Generator) -> Scene:
-    """A random room posing ``task_type``, drawn from ``rng`` only.
+def sample_scene(task_type: str, knobs: SceneKnobs, rng: np.random.Generator,
+                 rooms: tuple[RoomKind, ...] | None = None) -> Scene:
+    """A random room posing ``task_type``, drawn from ``rng`` only; ``rooms``: the room
+    kinds to draw from (default: the training rooms, :data:`~.catalog.ROOMS`).
 
     The target object starts in a receptacle of another type than the goal's, so the goal
     never holds at the start; openable receptacles start closed, as in ALFWorld. Long on
@@ -98,8 +100,8 @@ def sample_scene(task_type: str, knobs: SceneKnobs, rng: np.random.Generator) ->
     (and so every cached game set) depends on.
     """
     phys = physics()
-    rooms = rooms_for(task_type)
-    room = rooms[int(rng.integers(len(rooms)))]
+    kinds = rooms_for(task_type) if rooms is None else rooms_for(task_type, rooms)
+    room = kinds[int(rng.integers(len(kinds)))]
     choices = _target_choices(room, task_type, phys)
     obj = _choice(rng, sorted(choices))
     parent = _choice(rng, choices[obj])

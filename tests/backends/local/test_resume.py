@@ -16,6 +16,7 @@ from ccpo_lab.backends.local.checkpoint import (
     latest_checkpoint,
     list_checkpoints,
     load_checkpoint,
+    read_best,
     save_checkpoint,
 )
 from ccpo_lab.runs.metrics import read_metrics
@@ -78,6 +79,11 @@ def test_sigkill_and_restart_reproduces_the_uninterrupted_run(tmp_path: Path,
     assert [r["step"] for r in read_metrics(killed.metrics)] == list(range(STEPS + 1))
     a = (whole.rollouts / "step-000001.jsonl").read_bytes()
     assert (killed.rollouts / "step-000001.jsonl").read_bytes() == a
+    best_a, best_b = read_best(whole.checkpoints), read_best(killed.checkpoints)
+    assert best_a is not None and best_a == best_b  # the best checkpoint survives the kill
+    kept_a = load_checkpoint(whole.checkpoints / "best" / best_a["file"])["trainer"]["policy"]
+    kept_b = load_checkpoint(killed.checkpoints / "best" / best_b["file"])["trainer"]["policy"]
+    assert all(torch.equal(kept_a[k], kept_b[k]) for k in kept_a)
     final_a = load_checkpoint(whole.checkpoints / f"step-{STEPS:06d}.pt")["trainer"]["policy"]
     final_b = load_checkpoint(killed.checkpoints / f"step-{STEPS:06d}.pt")["trainer"]["policy"]
     assert all(torch.equal(final_a[k], final_b[k]) for k in final_a)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from ccpo_lab.backends.local.checkpoint import load_checkpoint, read_best
 from ccpo_lab.backends.local.policy import ActionScorer, PolicyShape, chosen_logprobs, collate
 from ccpo_lab.backends.local.ppo import UpdateBatch, ppo_loss, ppo_update
 from ccpo_lab.backends.local.prompts import PromptSettings, turn_input
@@ -194,8 +195,17 @@ def test_a_run_writes_verl_metrics_step1_evidence_and_checkpoints(
         assert 1 <= len(ep["turns"]) <= 5
         for t in ep["turns"]:
             assert t["action"] in t["admissible"] and len(t["input_hash"]) == 16
-    assert sorted(p.name for p in rd.checkpoints.iterdir()) == ["step-000002.pt",
+    assert sorted(p.name for p in rd.checkpoints.iterdir()) == ["best", "step-000002.pt",
                                                                 "step-000003.pt"]
+    best = read_best(rd.checkpoints)  # the best evaluation (step 0 included), kept
+    vals = {r["step"]: r["data"]["val/success_rate"] for r in rows
+            if "val/success_rate" in r["data"]}
+    assert best is not None and best["value"] == max(vals.values())
+    assert best["step"] == min(s for s, v in vals.items() if v == best["value"])
+    kept = load_checkpoint(rd.checkpoints / "best" / best["file"])
+    assert kept["trainer"]["step"] == best["step"] and kept["run_id"] == run.run_id
+    assert sorted(p.name for p in (rd.checkpoints / "best").iterdir()) == \
+        sorted(["best.json", best["file"]])
     state = json.loads(rd.state_json.read_text())
     assert state["state"] == "completed" and state["step"] == 3
     assert summary["steps"] == 3 and summary["resumed_from"] is None
