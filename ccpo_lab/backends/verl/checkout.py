@@ -25,7 +25,8 @@ class CheckoutInfo:
     exists: bool
     """Whether it holds ``verl/trainer/main_ppo.py``."""
     commit: str | None
-    """``HEAD`` commit (hex) when the checkout is a git work tree."""
+    """``HEAD`` commit (hex) when the checkout is a git work tree, else the commit its
+    :data:`EXTRACTED_MARKER` names; None for a plain tree (e.g. a copy without ``.git``)."""
     has_full_determinism: bool
     """Whether its rollout config knows ``full_determinism`` (newer verl)."""
     has_rollout_seed: bool
@@ -65,6 +66,20 @@ def _common_dir(git: Path) -> Path:
     return git
 
 
+EXTRACTED_MARKER = ".extracted-ok"
+"""File holding the commit of a tree extracted from git (``scripts/verl-agent-contract.sh
+--from-git`` writes it)."""
+
+
+def _extracted_commit(path: Path) -> str | None:
+    """The commit named by an extracted tree's marker (None: no marker)."""
+    try:
+        text = (path / EXTRACTED_MARKER).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text if len(text) == 40 and all(c in "0123456789abcdef" for c in text) else None
+
+
 def inspect_checkout(path: str | Path) -> CheckoutInfo:
     """Inspect the checkout at ``path`` (a missing one gives ``exists=False``)."""
     p = Path(path).expanduser()
@@ -78,7 +93,7 @@ def inspect_checkout(path: str | Path) -> CheckoutInfo:
     return CheckoutInfo(
         path=p,
         exists=exists,
-        commit=_git_head(p) if exists else None,
+        commit=(_git_head(p) or _extracted_commit(p)) if exists else None,
         has_full_determinism="full_determinism:" in rollout,
         has_rollout_seed=any(line.strip().startswith("seed:") for line in rollout.splitlines()),
     )

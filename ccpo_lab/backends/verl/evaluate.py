@@ -137,6 +137,13 @@ def episodes(run: RunConfig, split: str) -> EpisodeRange:
     if split not in EVAL_DATASETS:
         raise UserError("the verl backend has no such split", key="--split", value=split,
                         valid=list(EVAL_DATASETS))
+    data = run.backend.verl.env.get("ALFWORLD_DATA")
+    folder = {"in": "valid_seen", "out": "valid_unseen"}[split]
+    if data and (Path(data) / "json_2.1.1").is_dir() and \
+            not (Path(data) / "json_2.1.1" / folder).is_dir():
+        raise UserError(f"ALFWORLD_DATA has no json_2.1.1/{folder} (verl-agent's "
+                        f"{EVAL_DATASETS[split]})", key="--split", value=split,
+                        detail=f"backend.verl.env.ALFWORLD_DATA = {data}")
     return EpisodeRange(run.protocol.val_batch_size, 1, ENV_SEED_STRIDE - VAL_OFFSET,
                         "validation workers, data.val_batch_size")
 

@@ -177,13 +177,25 @@ GAME_SPEC = {"n_train": 12, "n_eval": 8, "seed": 0,
 tiny model, sampling, wins some episodes within :attr:`RehearsalSettings.turns`)."""
 
 
+OOD_GAMES = 8
+"""Games of the rehearsal's out-of-distribution split (``ccpo-lab evaluate --split out``)."""
+
+
 def ensure_rehearsal_games(assets: Path) -> Path:
-    """The generated games (``ALFWORLD_DATA``) with ALFWorld's logic files beside them."""
+    """The generated games (``ALFWORLD_DATA``): training, held-out (``valid_seen``) and
+    out-of-distribution (``valid_unseen``, :mod:`ccpo_lab.backends.local.ood`) games with
+    ALFWorld's logic files beside them."""
     from importlib import resources
 
-    from ccpo_lab.backends.local.games import GameSpec, ensure_games
+    from ccpo_lab.backends.local.games import DATA_DIR, GameSpec, ensure_games
+    from ccpo_lab.backends.local.ood import SPLIT, ensure_ood_games
 
     gs = ensure_games(assets / "games", GameSpec.from_json(GAME_SPEC))
+    unseen = gs.root / DATA_DIR / SPLIT
+    if not unseen.exists():
+        ood = ensure_ood_games(gs, OOD_GAMES)
+        with contextlib.suppress(FileExistsError):
+            os.symlink(os.path.relpath(ood.root / DATA_DIR / SPLIT, unseen.parent), unseen)
     logic = gs.root / "logic"
     logic.mkdir(exist_ok=True)
     data = resources.files("alfworld") / "data"

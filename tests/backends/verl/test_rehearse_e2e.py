@@ -100,7 +100,9 @@ def test_every_run_went_through_slurm_and_verl_agents_trainer(
             assert job.get("launcher") == "slurm" and job.get("job_id"), job
             run = json.loads((rd / "run.json").read_text())
             assert run["cpu_adapter"]["active"] is True
-            assert run["verl_agent"]["commit"] == "796ed310287fa605c9292a0fce07a86d79fde05e"
+            assert Path(run["verl_agent"]["path"]).resolve() == Path(str(CHECKOUT)).resolve()
+            assert run["verl_agent"]["hooks_written_for"] == \
+                "796ed310287fa605c9292a0fce07a86d79fde05e"
             assert "-m ccpo_lab.integrations.verl_agent" in " ".join(run["trainer"]["argv"])
             log = (rd / "logs" / "trainer.log").read_text(errors="replace")
             assert "Training Progress: 100%" in log
@@ -203,3 +205,42 @@ def test_report_and_sync_read_the_rehearsal_like_any_sweep(
     status = subprocess.run([sys.executable, "-m", "ccpo_lab.cli.main", "status", str(d)],
                             capture_output=True, text=True, timeout=300)
     assert status.returncode == 0 and "4 completed" in status.stdout, status.stdout
+
+
+@pytest.fixture(scope="module")
+def evaluated(rehearsal: dict[str, object]) -> dict[str, object]:
+    """``ccpo-lab evaluate`` on the rehearsal: verl-agent's own validation loop with the
+    final checkpoint loaded, in distribution for both arms of seed 0 (one common draw) and
+    out of distribution for the first."""
+    d = Path(str(rehearsal["dir"]))
+    runs = []
+    for args in (["--split", "in", "--seed", "0"],
+                 ["--split", "out", "--seed", "0", "--arm", ARMS[0]]):
+        argv = [sys.executable, "-m", "ccpo_lab.cli.main", "evaluate", str(d),
+                "--checkpoint", "final", "--episodes", "4", *args, "--wait"]
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
+        runs.append(r)
+    return {"dir": d, "runs": runs}
+
+
+def test_evaluate_rescores_the_checkpoints_on_one_common_draw(
+        evaluated: dict[str, object]) -> None:
+    d = Path(str(evaluated["dir"]))
+    for r in evaluated["runs"]:  # type: ignore[attr-defined]
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    files = {arm: sorted((d / arm / "seed-0" / "evals").glob("in-step000002-*.jsonl"))
+             for arm in ARMS}
+    heads = {arm: _jsonl(fs[0])[0] for arm, fs in files.items()}
+    draws = {arm: h["draw"] for arm, h in heads.items()}
+    assert draws[ARMS[0]] == draws[ARMS[1]]                   # one common draw
+    assert len(draws[ARMS[0]]["games"]) == 4                  # type: ignore[index]
+    for arm in ARMS:
+        eps = _jsonl(files[arm][0])[1:]
+        assert len(eps) == 4 and all(str(e["game"]).startswith("valid_seen/") for e in eps)
+        assert heads[arm]["checkpoint"]["step"] == 2          # type: ignore[index]
+    out = sorted((d / ARMS[0] / "seed-0" / "evals").glob("out-step000002-*.jsonl"))
+    assert out and all(str(e["game"]).startswith("valid_unseen/") for e in _jsonl(out[0])[1:])
+    rep = subprocess.run([sys.executable, "-m", "ccpo_lab.cli.main", "report", str(d),
+                          "--format", "md"], capture_output=True, text=True, timeout=600)
+    assert rep.returncode == 0 and "checkpoint evaluation" in rep.stdout.lower(), \
+        rep.stdout[-2000:] + rep.stderr[-1000:]
