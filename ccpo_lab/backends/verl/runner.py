@@ -222,6 +222,10 @@ def end_process_group(proc: subprocess.Popen[bytes], grace: float = STOP_GRACE_S
     else:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10     # SIGKILL is delivered asynchronously
+        while alive() and time.monotonic() < deadline:
+            proc.poll()
+            time.sleep(0.1)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5)
 
