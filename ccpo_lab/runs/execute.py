@@ -195,13 +195,19 @@ def supervise(run_dir: str | Path, placement: Placement) -> dict[str, Any]:
     SIGINT is passed on to the child (it records ``cancelled``). When the child dies
     without recording an outcome, it is recorded here: ``interrupted`` with the signal
     that killed it, ``failed`` with its exit code. If only this process dies, the child
-    goes on and finishes the run. Returns the run's summary; raises ``RuntimeError``
+    goes on and finishes the run. The locks this process inherited from its pool (a GPU
+    slice, a sweep slot: :mod:`ccpo_lab.launch.gpulock`) are handed to the child too, so
+    they last as long as the run. Returns the run's summary; raises ``RuntimeError``
     when the run did not complete (its outcome is in ``state.json``).
     """
+    from ccpo_lab.launch.gpulock import inherited_lock_fds, lock_fds_env
+
     rd = RunDir(Path(run_dir))
     cmd = [sys.executable, "-m", "ccpo_lab.runs.execute", str(rd.path),
            "--placement", json.dumps(asdict(placement))]
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+    locks = inherited_lock_fds()
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, pass_fds=locks,
+                            env={**os.environ, **lock_fds_env(locks)})
     while True:
         try:
             rc = proc.wait()
@@ -257,6 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     Exit codes: 0 completed (or already), 1 failed, 130 cancelled (SIGINT), 128+N stopped
     by signal N (SIGTERM, SIGHUP), :data:`BUSY_EXIT` another process executes the run.
     """
+    from ccpo_lab.launch.gpulock import keep_inherited_locks
+
+    keep_inherited_locks()  # held until this process exits; passed to none of its children
     args = sys.argv[1:] if argv is None else argv
     where: Placement | None = None
     if len(args) == 3 and args[1] == "--placement":
