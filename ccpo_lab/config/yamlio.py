@@ -3,6 +3,13 @@
 User files are read as a person means them: a key given twice in one mapping is an error
 naming both lines (PyYAML would keep the last one silently), and ``1e-6`` is a number as
 in YAML 1.2 (YAML 1.1, PyYAML's default, wants ``1.0e-6`` and reads ``1e-6`` as a string).
+
+Every YAML document this program reads (user files, and a run's ``config.yaml``) is
+bounded before it becomes Python values: at most :data:`MAX_YAML_BYTES` bytes,
+:data:`MAX_YAML_VALUES` values and :data:`MAX_YAML_DEPTH` levels of nesting, counted with
+its aliases expanded, and no alias inside the collection it names. Aliases in reasonable
+use (a block given once and reused) pass; an alias bomb ("billion laughs": each level
+nine aliases of the one before) is refused in milliseconds, before anything walks it.
 """
 
 from __future__ import annotations
@@ -16,6 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from ccpo_lab.errors import UserError
+
+MAX_YAML_BYTES = 4 * 2**20
+"""Largest YAML file read (a configuration file is a few kB)."""
+MAX_YAML_VALUES = 100_000
+"""Most values (scalars, sequences, mappings, keys) in one YAML document, aliases expanded."""
+MAX_YAML_DEPTH = 64
+"""Deepest nesting of one YAML document, aliases expanded."""
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 """Arm, sweep and directory-forming names: no ``/``, no leading dot, no shell metacharacters
@@ -46,16 +60,22 @@ def read_yaml_mapping(path: str | Path, what: str) -> dict[str, Any]:
     if p.is_dir():
         raise UserError(f"{what} is a directory, expected a YAML file", file=p)
     try:
-        text = p.read_bytes().decode("utf-8")
+        raw = _read_bounded(p)
+    except YamlLimitError as e:
+        raise UserError(f"{what} {e.problem}", file=p) from None
+    except OSError as e:
+        raise UserError(f"cannot read {what}: {e.strerror}", file=p) from None
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         bad = e.object[e.start:e.start + 1]
         raise UserError(f"{what} is not UTF-8 text (byte {e.start}: {bad!r})", file=p) from None
-    except OSError as e:
-        raise UserError(f"cannot read {what}: {e.strerror}", file=p) from None
     try:
         data = yaml.load(text, Loader=_user_loader())  # noqa: S506 - a SafeLoader subclass
     except DuplicateKeyError as e:
         raise UserError(str(e), file=p) from None
+    except YamlLimitError as e:
+        raise UserError(f"{what} {e}", file=p) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -74,6 +94,153 @@ def read_yaml_mapping(path: str | Path, what: str) -> dict[str, Any]:
 
 class DuplicateKeyError(ValueError):
     """A key given twice in one mapping of a user file."""
+
+
+def _read_bounded(p: Path) -> bytes:
+    """The bytes of ``p``, at most :data:`MAX_YAML_BYTES` (:class:`YamlLimitError` if
+    longer: a FIFO or ``/dev/zero`` is read that far, not forever)."""
+    with p.open("rb") as f:
+        data = f.read(MAX_YAML_BYTES + 1)
+    if len(data) > MAX_YAML_BYTES:
+        raise YamlLimitError(f"is larger than {MAX_YAML_BYTES // 2**20} MiB")
+    return data
+
+
+class YamlLimitError(ValueError):
+    """A YAML document beyond the bounds of this module (see its docstring).
+
+    Also a ``yaml.YAMLError`` where it is raised while loading (:func:`yaml_limit_error`
+    makes that subclass), so callers that catch YAML errors catch it.
+    """
+
+    def __init__(self, problem: str, line: int | None = None) -> None:
+        self.problem = problem
+        self.line = line
+        super().__init__(problem if line is None else f"{problem} (line {line})")
+
+
+@functools.cache
+def yaml_limit_error() -> type[YamlLimitError]:
+    """:class:`YamlLimitError` that is also a ``yaml.YAMLError``."""
+    import yaml
+
+    class YamlLimit(YamlLimitError, yaml.YAMLError):
+        pass
+
+    return YamlLimit
+
+
+def _children(node: Any) -> list[Any]:
+    value = node.value
+    if isinstance(value, list):
+        return [x for pair in value for x in (pair if isinstance(pair, tuple) else (pair,))]
+    return []
+
+
+def check_expansion(root: Any) -> None:
+    """Raise :class:`YamlLimitError` (a ``yaml.YAMLError``) when the composed document
+    ``root`` (a ``yaml.Node``), aliases expanded, holds more than
+    :data:`MAX_YAML_VALUES` values, nests deeper than :data:`MAX_YAML_DEPTH`, or has an
+    alias inside the collection it names. Linear in the distinct nodes (each is sized
+    once), never in the expanded size."""
+    err = yaml_limit_error()
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        k = id(node)
+        kids = _children(node)
+        line = node.start_mark.line + 1 if node.start_mark is not None else None
+        if done:
+            on_path.discard(k)
+            size[k] = 1 + sum(size[id(c)] for c in kids)
+            depth[k] = 1 + max((depth[id(c)] for c in kids), default=0)
+            if size[k] > MAX_YAML_VALUES:
+                raise err(f"expands to more than {MAX_YAML_VALUES:,} values once its "
+                          "aliases are expanded", line)
+            if depth[k] > MAX_YAML_DEPTH:
+                raise err(f"nests more than {MAX_YAML_DEPTH} levels deep once its aliases "
+                          "are expanded", line)
+            continue
+        if k in size:
+            continue
+        if k in on_path:
+            raise err("has an alias inside the collection it names", line)
+        on_path.add(k)
+        stack.append((node, True))
+        stack.extend((c, False) for c in kids if id(c) not in size)
+
+
+@functools.cache
+def bounded_loader(base: type) -> type:
+    """``base`` (a PyYAML loader class) whose documents are bounded (see the module
+    docstring): the document is checked once composed, before any value is built; the
+    pure-Python composer also stops at the bounds while composing (the C one has its own
+    nesting limit, and builds no more nodes than the bounded text has tokens)."""
+    err = yaml_limit_error()
+    import yaml
+
+    pure = issubclass(base, yaml.composer.Composer)
+
+    class Bounded(base):
+        _depth = 0
+        _count = 0
+
+        def get_single_node(self) -> Any:
+            node = super().get_single_node()
+            if node is not None:
+                check_expansion(node)
+            return node
+
+        if pure:
+            def compose_node(self, parent: Any, index: Any) -> Any:
+                self._depth += 1
+                self._count += 1
+                try:
+                    if self._depth > MAX_YAML_DEPTH or self._count > MAX_YAML_VALUES:
+                        line = self.peek_event().start_mark.line + 1
+                        raise err(f"nests more than {MAX_YAML_DEPTH} levels deep"
+                                  if self._depth > MAX_YAML_DEPTH else
+                                  f"holds more than {MAX_YAML_VALUES:,} values", line)
+                    return super().compose_node(parent, index)
+                finally:
+                    self._depth -= 1
+
+    Bounded.__name__ = f"Bounded{base.__name__}"
+    return Bounded
+
+
+def safe_load_bounded(text: str) -> Any:
+    """``yaml.safe_load(text)`` (libyaml's parser when present), bounded (see the module
+    docstring; a ``yaml.YAMLError`` beyond the bounds)."""
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load(text, Loader=bounded_loader(base))  # noqa: S506 - a safe loader
+
+
+def load_yaml_file(path: str | Path) -> Any:
+    """A YAML file this program wrote (a run's ``config.yaml``), read as
+    :func:`safe_load_bounded` reads text. Raises ``OSError``, ``UnicodeDecodeError`` or a
+    ``yaml.YAMLError`` (beyond the bounds: :class:`YamlLimitError`, naming the file)."""
+    text = read_yaml_text(path)
+    try:
+        return safe_load_bounded(text)
+    except YamlLimitError as e:
+        raise yaml_limit_error()(f"{path}: YAML {e.problem}", e.line) from None
+
+
+def read_yaml_text(path: str | Path) -> str:
+    """The UTF-8 text of a YAML file this program wrote, at most :data:`MAX_YAML_BYTES`.
+    Raises ``OSError``, ``UnicodeDecodeError`` or :class:`YamlLimitError` (a
+    ``yaml.YAMLError`` naming the file)."""
+    p = Path(path)
+    try:
+        return _read_bounded(p).decode("utf-8")
+    except YamlLimitError as e:
+        raise yaml_limit_error()(f"{p}: {e.problem}") from None
 
 
 _FLOAT_12 = re.compile(r"""^[-+]?(?:[0-9][0-9_]*\.[0-9_]*(?:[eE][-+]?[0-9]+)?
@@ -111,7 +278,7 @@ def _user_loader() -> Any:
         for ch, rules in yaml.SafeLoader.yaml_implicit_resolvers.items()}
     UserLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12,
                                      list("-+0123456789."))
-    return UserLoader
+    return bounded_loader(UserLoader)
 
 
 def read_json_object(path: str | Path) -> dict[str, Any]:

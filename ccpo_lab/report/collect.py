@@ -131,10 +131,9 @@ def _top_level_blocks(text: str) -> dict[str, str]:
 
 @functools.lru_cache(maxsize=256)
 def _parse_block(block: str) -> dict[str, Any]:
-    import yaml
+    from ccpo_lab.config.yamlio import safe_load_bounded
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    doc = yaml.load(block, Loader=loader)  # noqa: S506 - a safe loader
+    doc = safe_load_bounded(block)
     return doc if isinstance(doc, dict) else {}
 
 
@@ -143,9 +142,11 @@ def read_config_sections(path: Path) -> dict[str, Any]:
 
     Each distinct section text is parsed once per process (sweeps repeat them).
     """
+    from ccpo_lab.config.yamlio import read_yaml_text
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        text = read_yaml_text(path)
+    except (OSError, ValueError):  # unreadable, not UTF-8, larger than a config file
         return {}
     blocks = _top_level_blocks(text)
     out: dict[str, Any] = {}
@@ -158,8 +159,10 @@ def read_config_sections(path: Path) -> dict[str, Any]:
     if "protocol" not in out:
         import yaml
 
+        from ccpo_lab.config.yamlio import safe_load_bounded
+
         try:
-            doc = yaml.safe_load(text)
+            doc = safe_load_bounded(text)
         except yaml.YAMLError:
             return {}
         out = {k: doc.get(k) for k in ("protocol", "backend", "backend_runtime")

@@ -192,10 +192,10 @@ def run_times(run: Mapping[str, Any], state: Mapping[str, Any]) -> Times:
 
 
 def _params(rd: RunDir, run: Mapping[str, Any]) -> dict[str, str]:
-    import yaml
+    from ccpo_lab.config.yamlio import load_yaml_file
 
     if rd.config_yaml.is_file():
-        doc = yaml.safe_load(rd.config_yaml.read_text(encoding="utf-8")) or {}
+        doc = load_yaml_file(rd.config_yaml) or {}
         return flatten(doc) if isinstance(doc, dict) else {}
     imported = run.get("imported")
     return flatten({"imported": imported}) if isinstance(imported, dict) else {}
