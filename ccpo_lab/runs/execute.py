@@ -144,10 +144,26 @@ def _train(rd: RunDir, where: Placement) -> dict[str, Any]:
 
     run = load_run_config(rd)
     train = backend_module(run.backend.kind).train
+    label = f"{run.arm} seed {run.seed}"
+    print(f"{label}: {_start_line(run, rd)}", flush=True)
     if "progress" in inspect.signature(train).parameters and not sys.stdout.isatty():
-        label = f"{run.arm} seed {run.seed}"
         return dict(train(run, rd, placement=where, progress=ProgressLines(label)))
     return dict(train(run, rd, placement=where))
+
+
+def _start_line(run: Any, rd: RunDir) -> str:
+    """Where this attempt starts, said before it does: from the checkpoint its backend
+    finds, or from step 0 (saying so when an earlier attempt had gone further)."""
+    from ccpo_lab.backends import resume_step
+
+    at = resume_step(run, rd)
+    if at is not None:
+        return f"resuming from its checkpoint at step {at}"
+    reached = int(rd.read_state().get("step") or 0)
+    if reached:
+        return (f"no checkpoint left in {rd.checkpoints} (an earlier attempt reached step "
+                f"{reached}): restarting from step 0")
+    return "starting from step 0"
 
 
 class ProgressLines:
