@@ -26,6 +26,7 @@ from ccpo_lab.config.identity import to_plain
 from ccpo_lab.config.launcher import LauncherSettings, Where
 from ccpo_lab.config.protocol import LIMITS, ProtocolConfig
 from ccpo_lab.config.schema import (
+    BOOTSTRAP_REPS_RANGE,
     ArmConfig,
     BackendConfig,
     RunConfig,
@@ -380,7 +381,8 @@ def _check_sweep(cfg: SweepConfig, where: Any) -> None:
                 file=where("analysis.alpha"))
     check_range(an.power, low=0, high=1, low_open=True, high_open=True, key="analysis.power",
                 file=where("analysis.power"))
-    check_range(an.bootstrap_reps, low=100, key="analysis.bootstrap_reps",
+    low, high = BOOTSTRAP_REPS_RANGE
+    check_range(an.bootstrap_reps, low=low, high=high, key="analysis.bootstrap_reps",
                 file=where("analysis.bootstrap_reps"))
     check_range(an.window_start, low=0, key="analysis.window_start",
                 file=where("analysis.window_start"))
