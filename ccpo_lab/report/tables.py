@@ -88,18 +88,12 @@ def fmt_p(p: float | None, alpha: float | None = None) -> str:
 
 def fmt_p_bound(p: float | None, bound: float | None) -> tuple[str, str]:
     """A p-value and the boundary it is rejected at (``p <= bound``), printed so that the
-    decision reads off them: the boundary with three significant digits, or more where
-    that rounds it across ``p``; ``p`` with enough decimals against the printed bound."""
-    from ccpo_lab.stats import p_text
+    decision reads off them (:func:`ccpo_lab.stats.p_bound_text`)."""
+    from ccpo_lab.stats import p_bound_text
 
     if p is None or bound is None:
         return fmt_p(p), _g(bound)
-    text = _g(bound)
-    for digits in range(3, 17):
-        text = f"{bound:.{digits}g}"
-        if (p <= float(text)) == (p <= bound):
-            break
-    return p_text(p, float(text), strict=False), text
+    return p_bound_text(p, bound)
 
 
 def fmt_prob(v: float | None) -> str:

@@ -20,7 +20,7 @@ import numpy as np
 
 from ccpo_lab.stats.checks import check_unit
 
-__all__ = ["Verdict", "VerdictLabel", "p_text", "verdict"]
+__all__ = ["Verdict", "VerdictLabel", "p_bound_text", "p_text", "verdict"]
 
 P_FLOOR = 0.001
 """p below this prints as ``<0.001`` (where that reads the same against the threshold)."""
@@ -67,6 +67,19 @@ def p_text(p: float, threshold: float | None = None, *, strict: bool = True) -> 
         if threshold is None or (below(float(text)) == below(p) and (float(text) or not p)):
             return text
     return repr(p)
+
+
+def p_bound_text(p: float, bound: float) -> tuple[str, str]:
+    """``p`` and the boundary it is rejected at (``p <= bound``: an adaptive design's
+    nominal level), printed so the decision reads off them: the boundary with three
+    significant digits, or more where that rounds it across ``p``; ``p`` with enough
+    decimals (:func:`p_text`) against the boundary as printed."""
+    text = f"{bound:.3g}"
+    for digits in range(3, 17):
+        text = f"{bound:.{digits}g}"
+        if (p <= float(text)) == (p <= bound):
+            break
+    return p_text(p, float(text), strict=False), text
 
 
 def _p_is(p: float, alpha: float) -> str:

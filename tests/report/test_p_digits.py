@@ -17,7 +17,7 @@ from ccpo_lab.cli.main import main
 from ccpo_lab.report.analysis import build_report
 from ccpo_lab.report.output import render
 from ccpo_lab.report.tables import fmt_p, fmt_p_bound
-from ccpo_lab.stats import p_text, verdict
+from ccpo_lab.stats import p_bound_text, p_text, verdict
 from tests.report.builders import demo_like_study
 
 
@@ -43,6 +43,7 @@ def test_the_verdicts_reason_and_an_adaptive_boundary() -> None:
     assert fmt_p_bound(0.01669, 0.016695) == ("0.0167", "0.0167")
     assert fmt_p_bound(0.013, 0.021) == ("0.013", "0.021")
     assert fmt_p(None, 0.05) == "—"
+    assert p_bound_text(0.0167, 0.01669) == ("0.017", "0.01669")   # the adaptive reason's
 
 
 def test_a_p_holm_just_below_alpha_is_printed_below_alpha_in_every_format(
