@@ -30,6 +30,7 @@ from ccpo_lab.cli import sweep as sweep_cmd  # noqa: E402
 from ccpo_lab.cli import sync as sync_cmd  # noqa: E402
 from ccpo_lab.cli import verify as verify_cmd  # noqa: E402
 from ccpo_lab.errors import UserError, cut  # noqa: E402
+from ccpo_lab.textout import prepare_streams  # noqa: E402
 
 # Each command module has ``register(app)``; keep these modules light at import time.
 _COMMAND_MODULES = (
@@ -83,7 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     A usage error (a missing argument, an unknown command or option: Typer's own
     exceptions, ``typer.TyperException``) prints the usage line and exits 2; a
     :class:`UserError` prints one line and exits 2; anything else is a bug (exit 1).
+    Output to a terminal or pipe that is not UTF-8 never fails on a character it lacks
+    (:func:`ccpo_lab.textout.prepare_streams`).
     """
+    prepare_streams()
     try:
         rv = app(args=argv, prog_name="ccpo-lab", standalone_mode=False)
     except UserError as e:

@@ -1,8 +1,22 @@
 """Reading user YAML files with one-line errors; writing YAML and JSON atomically.
 
-User files are read as a person means them: a key given twice in one mapping is an error
-naming both lines (PyYAML would keep the last one silently), and ``1e-6`` is a number as
-in YAML 1.2 (YAML 1.1, PyYAML's default, wants ``1.0e-6`` and reads ``1e-6`` as a string).
+User files are read as a person means them, and as the YAML readers used beside
+ccpo-lab read them (PyYAML and Hydra/OmegaConf, which follow YAML 1.1; ruamel.yaml, which
+follows YAML 1.2):
+
+- a key given twice in one mapping is an error naming both lines (PyYAML would keep the
+  last one silently); merge keys (``<<: *base``) merge, and a key given beside them
+  replaces the merged one, as in every reader;
+- ``1e-6`` is a number, as in YAML 1.2 and OmegaConf (PyYAML alone reads it as text);
+- a plain value that YAML 1.1 and 1.2 readers read differently is refused with both
+  readings and the way to write it (:func:`_ambiguous`): ``yes``/``no``/``on``/``off``
+  (booleans to 1.1, text to 1.2), a number with a leading zero (``010``: octal 8 to 1.1,
+  10 to 1.2) and base-60 numbers (``1:30:00``: 5400 to 1.1, text to 1.2);
+- the encoding is found as the YAML spec says (a byte-order mark, else the pattern of
+  NUL bytes): UTF-8 (with or without a BOM), UTF-16 and UTF-32 (what Windows tools
+  write); other bytes (Latin-1, Windows-1252) are refused naming the line and column;
+- one document per file (a second ``---`` document is refused); tabs in indentation and
+  non-breaking spaces in keys (pasted text) are named as such.
 
 Every YAML document this program reads (user files, and a run's ``config.yaml``) is
 bounded before it becomes Python values: at most :data:`MAX_YAML_BYTES` bytes,
@@ -65,14 +79,10 @@ def read_yaml_mapping(path: str | Path, what: str) -> dict[str, Any]:
         raise UserError(f"{what} {e.problem}", file=p) from None
     except OSError as e:
         raise UserError(f"cannot read {what}: {e.strerror}", file=p) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        bad = e.object[e.start:e.start + 1]
-        raise UserError(f"{what} is not UTF-8 text (byte {e.start}: {bad!r})", file=p) from None
+    text = _decode(raw, what, p)
     try:
         data = yaml.load(text, Loader=_user_loader())  # noqa: S506 - a SafeLoader subclass
-    except DuplicateKeyError as e:
+    except (DuplicateKeyError, AmbiguousValueError) as e:
         raise UserError(str(e), file=p) from None
     except YamlLimitError as e:
         raise UserError(f"{what} {e}", file=p) from None
@@ -80,6 +90,12 @@ def read_yaml_mapping(path: str | Path, what: str) -> dict[str, Any]:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        if getattr(e, "context", None) == "expected a single document in the stream":
+            raise UserError(f"{what} holds more than one YAML document (the second starts"
+                            f"{where}); it must be one: remove that '---' or split the file",
+                            file=p) from None
+        if "'\\t'" in problem:
+            problem += " (YAML indents with spaces, never tabs)"
         raise UserError(f"malformed YAML{where}: {problem}", file=p) from None
     if data is None:
         data = {}
@@ -94,6 +110,89 @@ def read_yaml_mapping(path: str | Path, what: str) -> dict[str, Any]:
 
 class DuplicateKeyError(ValueError):
     """A key given twice in one mapping of a user file."""
+
+
+class AmbiguousValueError(ValueError):
+    """A plain value YAML 1.1 and YAML 1.2 readers read differently, or a key holding a
+    non-breaking or zero-width space."""
+
+
+_BOMS = ((b"\x00\x00\xfe\xff", "utf-32-be"), (b"\xff\xfe\x00\x00", "utf-32-le"),
+         (b"\xfe\xff", "utf-16-be"), (b"\xff\xfe", "utf-16-le"), (b"\xef\xbb\xbf", "utf-8"))
+
+
+def _encoding(raw: bytes) -> tuple[str, int]:
+    """The encoding of a YAML stream and the length of its byte-order mark, as YAML 1.2
+    (5.2) detects them: the mark, else the NUL bytes of an ASCII first character."""
+    for bom, name in _BOMS:
+        if raw.startswith(bom):
+            return name, len(bom)
+    head = raw[:4]
+    if len(head) == 4 and head[:3] == b"\x00\x00\x00":
+        return "utf-32-be", 0
+    if len(head) == 4 and head[1:] == b"\x00\x00\x00":
+        return "utf-32-le", 0
+    if len(head) >= 2 and head[0] == 0:
+        return "utf-16-be", 0
+    if len(head) >= 2 and head[1] == 0:
+        return "utf-16-le", 0
+    return "utf-8", 0
+
+
+def _decode(raw: bytes, what: str, p: Path) -> str:
+    """The text of a user YAML file (see the module docstring), or a :class:`UserError`
+    naming the line and column of the first byte that is not text in its encoding."""
+    name, skip = _encoding(raw)
+    try:
+        return raw[skip:].decode(name)
+    except UnicodeDecodeError as e:
+        start = skip + e.start
+        line = raw[:start].count(b"\n") + 1
+        column = start - (raw.rfind(b"\n", 0, start) + 1) + 1
+        bad = raw[start:start + 1]
+        if name != "utf-8":
+            raise UserError(f"{what} is not {name.upper()} text although it starts like it "
+                            f"(byte {bad!r} at offset {start})", file=p) from None
+        raise UserError(f"{what} is not UTF-8 text (byte {bad!r} at line {line}, column "
+                        f"{column}: Latin-1 or Windows-1252?); save it as UTF-8", file=p) \
+            from None
+
+
+_AMBIGUOUS = re.compile(r"""^(?:yes|Yes|YES|no|No|NO|on|On|ON|off|Off|OFF
+                            |[-+]?0[0-9_]+
+                            |[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+)$""", re.X)
+"""Plain values YAML 1.1 readers (PyYAML, Hydra) and YAML 1.2 readers (ruamel.yaml) read
+differently (see :func:`_ambiguous`)."""
+_AMBIGUOUS_TAG = "tag:ccpo-lab,2026:ambiguous"
+_BOOL_12 = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+"""Booleans both YAML 1.1 and 1.2 read as such."""
+_ODD_SPACES = "\u00a0\u202f\u200b\ufeff"
+"""Non-breaking and zero-width spaces (and a stray byte-order mark): never meant in a key."""
+
+
+def _ambiguous(text: str, line: int, column: int) -> AmbiguousValueError:
+    """The refusal of plain value ``text``: what each YAML version reads, how to write it."""
+    at = f"line {line}, column {column}: {text!r}"
+    if text.lower() in ("yes", "no", "on", "off"):
+        value = text.lower() in ("yes", "on")
+        return AmbiguousValueError(
+            f"{at} is the boolean {str(value).lower()} to YAML 1.1 readers (PyYAML, Hydra) "
+            f"and text to YAML 1.2 readers (ruamel.yaml): write {str(value).lower()}, or "
+            f"quote it ('{text}') for the text")
+    digits = text.lstrip("+-").replace("_", "")
+    if ":" not in text:
+        octal = f"octal {int(digits, 8)}" if set(digits) <= set("01234567") else "text"
+        return AmbiguousValueError(
+            f"{at} is {octal} to YAML 1.1 readers (PyYAML, Hydra) and {int(digits)} to YAML "
+            f"1.2 readers (ruamel.yaml): write it without the leading zero, or quote it for "
+            "the text")
+    number = 0
+    for part in digits.split(":"):
+        number = number * 60 + int(part)
+    return AmbiguousValueError(
+        f"{at} is the number {number} (base 60) to YAML 1.1 readers (PyYAML, Hydra) and text "
+        f"to YAML 1.2 readers (ruamel.yaml): quote it ('{text}') for the text, or write "
+        f"{number}")
 
 
 def _read_bounded(p: Path) -> bytes:
@@ -253,31 +352,53 @@ _FLOAT_12 = re.compile(r"""^[-+]?(?:[0-9][0-9_]*\.[0-9_]*(?:[eE][-+]?[0-9]+)?
 
 @functools.cache
 def _user_loader() -> Any:
-    """A ``yaml.SafeLoader`` subclass: duplicate keys refused, ``1e-6`` read as a float."""
+    """A ``yaml.SafeLoader`` subclass reading user files as the module docstring says:
+    duplicate keys refused, merge keys merged, ``1e-6`` a float, values that YAML 1.1 and
+    1.2 read differently refused."""
     import yaml
+
+    merge = "tag:yaml.org,2002:merge"
 
     class UserLoader(yaml.SafeLoader):
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             seen: dict[Any, int] = {}
             for key_node, _ in node.value:
-                key = self.construct_object(key_node, deep=True)
                 line = key_node.start_mark.line + 1
+                if key_node.tag == merge:       # ``<<``: merged by the base class
+                    key: Any = ("<<",)
+                else:
+                    key = self.construct_object(key_node, deep=True)
+                if isinstance(key, str) and any(c in key for c in _ODD_SPACES):
+                    raise AmbiguousValueError(
+                        f"line {line}: key {key!r} holds a non-breaking or zero-width space "
+                        "(pasted from a web page or a document?); YAML indents and separates "
+                        "with plain spaces")
                 try:
                     first = seen.get(key)
                 except TypeError:  # an unhashable key: the base class says so
                     break
                 if first is not None:
-                    raise DuplicateKeyError(f"duplicate key {key!r} at line {line} (first "
+                    shown = "<<" if key == ("<<",) else key
+                    raise DuplicateKeyError(f"duplicate key {shown!r} at line {line} (first "
                                             f"at line {first}); each key may appear once")
                 seen[key] = line
             return super().construct_mapping(node, deep=deep)
 
+    def refuse(loader: Any, node: Any) -> Any:
+        raise _ambiguous(str(node.value), node.start_mark.line + 1, node.start_mark.column + 1)
+
     # copy the resolvers before changing them: SafeLoader's are shared class state
+    replaced = ("tag:yaml.org,2002:float", "tag:yaml.org,2002:bool")
     UserLoader.yaml_implicit_resolvers = {
-        ch: [(tag, rx) for tag, rx in rules if tag != "tag:yaml.org,2002:float"]
+        ch: [(tag, rx) for tag, rx in rules if tag not in replaced]
         for ch, rules in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    for ch in "yYnNoO+-0123456789":  # first, before the integers of YAML 1.1
+        UserLoader.yaml_implicit_resolvers.setdefault(ch, []).insert(
+            0, (_AMBIGUOUS_TAG, _AMBIGUOUS))
+    UserLoader.add_implicit_resolver("tag:yaml.org,2002:bool", _BOOL_12, list("tTfF"))
     UserLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12,
                                      list("-+0123456789."))
+    UserLoader.add_constructor(_AMBIGUOUS_TAG, refuse)
     return bounded_loader(UserLoader)
 
 
