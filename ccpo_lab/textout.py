@@ -6,7 +6,9 @@ Windows-1252 locale) Python raises ``UnicodeEncodeError`` and the command would 
 an internal error. :func:`prepare_streams`, called once by the CLI, sets such streams to
 write what they cannot encode as its ASCII spelling (``≥`` as ``>=``, ``é`` as ``e``, ``?``
 for the rest). An ASCII stream is taken, as Python does for the C locale and click does
-for every ASCII stream, to be a misconfigured UTF-8 one, and writes UTF-8. Files ccpo-lab
+for every ASCII stream, to be a misconfigured UTF-8 one, and writes UTF-8. A UTF-8 stream
+writes the bytes of a file name that is not UTF-8 as they are (``surrogateescape``, what
+Python does in the C locale and ``ls`` does), instead of failing on them. Files ccpo-lab
 writes are UTF-8 whatever the locale.
 """
 
@@ -64,6 +66,8 @@ def prepare_streams(streams: tuple[Any, ...] | None = None) -> None:
         except LookupError:
             continue
         if name.startswith("utf"):
+            if getattr(stream, "errors", None) == "strict":  # a path in other bytes
+                stream.reconfigure(errors="surrogateescape")
             continue
         if name == "ascii":
             stream.reconfigure(encoding="utf-8", errors=ERRORS)

@@ -184,6 +184,12 @@ def test_a_stream_that_cannot_encode_the_text_writes_its_ascii_spelling() -> Non
     ascii_.write("Δ\n")
     ascii_.flush()
     assert raw.getvalue() == "Δ\n".encode()
+    raw = io.BytesIO()
+    strict = io.TextIOWrapper(raw, encoding="utf-8", errors="strict")
+    prepare_streams((strict,))            # a file name's bytes, as they are
+    strict.write(os.fsdecode(b"caf\xe9") + "\n")
+    strict.flush()
+    assert raw.getvalue() == b"caf\xe9\n"
 
 
 def _cli(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
@@ -214,3 +220,29 @@ def test_commands_print_unicode_to_a_terminal_that_is_not_utf8(
         assert proc.returncode == 0, (args, proc.stderr[-1500:])
         assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
         assert proc.stdout.strip(), args
+
+
+def test_a_path_that_is_not_utf8_is_printed_without_a_crash(workdir: Path) -> None:
+    """A directory named in Latin-1 bytes (an old archive unpacked on Linux): Python hands
+    it over with surrogate escapes; a UTF-8 terminal whose errors are strict (a UTF-8
+    locale other than C.UTF-8) failed printing it; its bytes are printed as they are."""
+    name = os.fsdecode(b"caf\xe9")
+    sweep = workdir / "sweeps" / f"{name}.yaml"
+    sweep.write_bytes((workdir / "sweeps" / "smoke.yaml").read_bytes())
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONIOENCODING": "utf-8:strict"}
+    proc = subprocess.run([sys.executable, "-m", "ccpo_lab.cli.main", "sweep", str(sweep),
+                           "--dry-run", "--results", str(workdir / name)], cwd=workdir,
+                          capture_output=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-800:]
+    assert os.fsencode(str(workdir / name / "smoke")) in proc.stdout
+    assert main_error(workdir, os.fsdecode(b"nowhere-\xe9.yaml")).endswith(
+        "nowhere-\\udce9.yaml: sweep file not found")
+
+
+def main_error(workdir: Path, name: str) -> str:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONIOENCODING": "utf-8:strict"}
+    proc = subprocess.run([sys.executable, "-m", "ccpo_lab.cli.main", "sweep",
+                           str(workdir / name), "--dry-run"], cwd=workdir, capture_output=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 2, proc.stderr
+    return proc.stderr.decode("utf-8", "backslashreplace").strip()
