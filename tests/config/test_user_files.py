@@ -89,8 +89,11 @@ AMBIGUOUS = [
                          ids=[a[0] for a in AMBIGUOUS])
 def test_a_value_yaml_11_and_12_read_differently_is_refused(
         tmp_path: Path, plain: str, yaml11: Any, yaml12: Any, says: str) -> None:
+    from omegaconf import OmegaConf
+
     doc = f"v: {plain}\n"
     assert yaml.safe_load(doc)["v"] == yaml11 == _ruamel(doc, (1, 1))["v"]
+    assert OmegaConf.to_container(OmegaConf.create(doc)) == {"v": yaml11}  # Hydra's reading
     assert _ruamel(doc)["v"] == yaml12 != yaml11
     text = _refused(tmp_path, (SWEEP + f"launcher: {{kind: slurm, sbatch_extra: {{x: {plain}"
                                "}}\n").encode())
@@ -126,6 +129,20 @@ def test_1e_minus_6_is_a_number_as_in_yaml_12_and_omegaconf(tmp_path: Path) -> N
     assert _read(tmp_path, doc.encode()) == {"lr": 1e-6} == _ruamel(doc)
     assert OmegaConf.to_container(OmegaConf.create(doc)) == {"lr": 1e-6}
     assert yaml.safe_load(doc) == {"lr": "1e-6"}  # PyYAML alone reads text
+
+
+def test_a_key_given_twice_is_refused_as_ruamel_and_omegaconf_refuse_it(
+        tmp_path: Path) -> None:
+    from omegaconf import OmegaConf
+    from ruamel.yaml.constructor import DuplicateKeyError
+
+    doc = "a: 1\na: 2\n"
+    assert yaml.safe_load(doc) == {"a": 2}          # PyYAML alone keeps the last
+    with pytest.raises(DuplicateKeyError):
+        _ruamel(doc)
+    with pytest.raises(yaml.YAMLError):
+        OmegaConf.create(doc)
+    assert "duplicate key 'a' at line 2 (first at line 1)" in _refused(tmp_path, doc.encode())
 
 
 def test_merge_keys_merge_and_duplicates_stay_refused(tmp_path: Path) -> None:
