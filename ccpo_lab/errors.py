@@ -22,7 +22,10 @@ from typing import Any
 VALUE_CHARS = 160
 """Most characters of a value echoed in an error (``(got ...)``)."""
 PART_CHARS = 400
-"""Most characters of any other part of an error line (file, key, message, valid)."""
+"""Most characters of a file, key or list of valid choices in an error line."""
+MESSAGE_CHARS = 1500
+"""Most characters of an error's message (advice may be long; a value quoted in it is cut
+to this too, where its writer did not cut it)."""
 DETAIL_LINES = 40
 """Most lines of an error's detail block (a diff), each cut to :data:`PART_CHARS`."""
 
@@ -82,7 +85,7 @@ class UserError(Exception):
             where = f"{where}: {cut(self.key)}" if where else cut(self.key)
         if where:
             parts.append(where + ":")
-        parts.append(cut(self.message))
+        parts.append(cut(self.message, MESSAGE_CHARS))
         if self.value is not None:
             parts.append(f"(got {short_repr(self.value)})")
         if self.valid is not None:

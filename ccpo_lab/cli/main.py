@@ -29,7 +29,7 @@ from ccpo_lab.cli import status as status_cmd  # noqa: E402
 from ccpo_lab.cli import sweep as sweep_cmd  # noqa: E402
 from ccpo_lab.cli import sync as sync_cmd  # noqa: E402
 from ccpo_lab.cli import verify as verify_cmd  # noqa: E402
-from ccpo_lab.errors import UserError, cut  # noqa: E402
+from ccpo_lab.errors import MESSAGE_CHARS, UserError, cut  # noqa: E402
 from ccpo_lab.textout import prepare_streams  # noqa: E402
 
 # Each command module has ``register(app)``; keep these modules light at import time.
@@ -119,8 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - the one boundary
         if debug():
             raise
-        typer.echo(f"internal error: {type(e).__name__}: {cut(str(e))} (set CCPO_LAB_DEBUG=1 "
-                   "for the traceback)", err=True)
+        why = cut(str(e), MESSAGE_CHARS)
+        typer.echo(f"internal error: {type(e).__name__}: {why} (set CCPO_LAB_DEBUG=1 for the "
+                   "traceback)", err=True)
         return 1
     return int(rv) if isinstance(rv, int) else 0
 

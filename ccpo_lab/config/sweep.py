@@ -171,8 +171,9 @@ _SAME_KEY = {"launcher.kind": "launcher", "backend.kind": "backend"}
 
 def _parse(overrides: Sequence[str]) -> list[tuple[str, Any, str]]:
     """``(key, override, text)`` of each override; malformed or unsupported ones refused,
-    and a key given twice (``seeds=[0,1] seeds=[5]``), as a YAML file's duplicate key is:
-    Hydra would keep the last one silently."""
+    and a key given twice with different values (``seeds=[0,1] seeds=[5]``), as a YAML
+    file's duplicate key is: Hydra would keep the last one silently. The same value given
+    twice (a script adding what its base command already has) counts once."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
@@ -188,10 +189,12 @@ def _parse(overrides: Sequence[str]) -> list[tuple[str, Any, str]]:
             raise UserError("override not supported (use key=value)", file=COMMAND_LINE,
                             value=text)
         key = ov.key_or_group
-        first = next((t for k, _, t in out if _SAME_KEY.get(k, k) == _SAME_KEY.get(key, key)),
-                     None)
+        first = next(((t, o) for k, o, t in out
+                      if _SAME_KEY.get(k, k) == _SAME_KEY.get(key, key)), None)
         if first is not None:
-            raise UserError(f"duplicate override (first {first!r}, then {text!r}); each key "
+            if first[1].value() == ov.value():  # the same setting again: as if given once
+                continue
+            raise UserError(f"duplicate override (first {first[0]!r}, then {text!r}); each key "
                             "may be given once", file=COMMAND_LINE, key=key)
         out.append((key, ov, text.lstrip("+") if ov.is_add() or ov.is_force_add() else text))
     return out

@@ -36,7 +36,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ccpo_lab.errors import UserError
+from ccpo_lab.errors import UserError, short_repr
 
 MAX_YAML_BYTES = 4 * 2**20
 """Largest YAML file read (a configuration file is a few kB)."""
@@ -370,16 +370,16 @@ def _user_loader() -> Any:
                     key = self.construct_object(key_node, deep=True)
                 if isinstance(key, str) and any(c in key for c in _ODD_SPACES):
                     raise AmbiguousValueError(
-                        f"line {line}: key {key!r} holds a non-breaking or zero-width space "
-                        "(pasted from a web page or a document?); YAML indents and separates "
-                        "with plain spaces")
+                        f"line {line}: key {short_repr(key)} holds a non-breaking or "
+                        "zero-width space (pasted from a web page or a document?); YAML "
+                        "indents and separates with plain spaces")
                 try:
                     first = seen.get(key)
                 except TypeError:  # an unhashable key: the base class says so
                     break
                 if first is not None:
-                    shown = "<<" if key == ("<<",) else key
-                    raise DuplicateKeyError(f"duplicate key {shown!r} at line {line} (first "
+                    shown = "'<<'" if key == ("<<",) else short_repr(key)
+                    raise DuplicateKeyError(f"duplicate key {shown} at line {line} (first "
                                             f"at line {first}); each key may appear once")
                 seen[key] = line
             return super().construct_mapping(node, deep=deep)

@@ -48,10 +48,11 @@ def test_bad_override(workdir: Path, capsys: pytest.CaptureFixture[str], text: s
         assert frag in line, line
 
 
-def test_distinct_keys_and_nested_keys_are_not_duplicates(workdir: Path) -> None:
+def test_distinct_keys_and_the_same_value_twice_are_not_duplicates(workdir: Path) -> None:
     from ccpo_lab.config.sweep import load_sweep
 
     sw = load_sweep(workdir / "sweeps" / "smoke.yaml",
-                    ["protocol.lr=0.1", "protocol.total_steps=6", "seeds=[4]"])
+                    ["protocol.lr=0.1", "protocol.total_steps=6", "seeds=[4]", "seeds=[4]",
+                     "protocol.lr=0.10"])
     assert sw.config.protocol.lr == 0.1 and sw.config.protocol.total_steps == 6
     assert list(sw.config.seeds) == [4]
