@@ -28,31 +28,57 @@ class Fitted:
         self.table = table
 
     def needs(self, console: Any) -> int:
-        """The least width at which the table shows every value whole: its natural width,
-        less what its text columns may give up (a ``fold`` column down to
-        :data:`FOLD_MIN` characters, its values folded; another wrapping column down to
-        its longest word, wrapped at spaces); ``no_wrap`` columns give up nothing."""
+        """The least width at which the table shows every value whole: what its columns
+        need, plus its padding and rules. A ``no_wrap`` column needs its widest value, a
+        ``fold`` column at most :data:`FOLD_MIN` characters (its values folded), another
+        column its longest word (wrapped at spaces). One pass over the cells."""
+        import copy
+
         from rich.measure import Measurement
 
         options = console.options.update(width=_WIDE, max_width=_WIDE)
-        total = Measurement.get(console, options, self.table).maximum
+        least = 0
+        headers = 0
         for col in self.table.columns:
+            natural, word = _size(console, options, col.header)
+            headers += natural
+            for cell in col.cells:
+                n, w = _size(console, options, cell)
+                natural, word = max(natural, n), max(word, w)
             if col.no_wrap:
-                continue
-            sizes = [Measurement.get(console, options, console.render_str(c)
-                                     if isinstance(c, str) else c)
-                     for c in (col.header, *col.cells)]
-            natural = max(m.maximum for m in sizes)
-            floor = min(natural, FOLD_MIN) if col.overflow == "fold" else \
-                max(m.minimum for m in sizes)
-            total -= natural - floor
-        return int(total)
+                least += natural
+            elif col.overflow == "fold":
+                least += min(natural, FOLD_MIN)
+            else:
+                least += word
+        skeleton = copy.copy(self.table)  # the same settings, headers only: its rules
+        skeleton.columns = [copy.copy(c) for c in self.table.columns]
+        for c in skeleton.columns:
+            c._cells = []
+        skeleton.rows = []
+        rules = Measurement.get(console, options, skeleton).maximum - headers
+        return least + rules
 
     def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
         if self.needs(console) <= options.max_width:
             yield self.table
             return
         yield from blocks(self.table, options.max_width)
+
+
+def _size(console: Any, options: Any, cell: Any) -> tuple[int, int]:
+    """A cell's natural width and its longest word."""
+    from rich.cells import cell_len
+    from rich.measure import Measurement
+    from rich.text import Text
+
+    if isinstance(cell, str | Text):
+        text = cell.plain if isinstance(cell, Text) else cell
+        lines = text.splitlines() or [""]
+        return (max(cell_len(x) for x in lines),
+                max((cell_len(w) for w in text.split()), default=0))
+    m = Measurement.get(console, options, cell)
+    return m.maximum, m.minimum
 
 
 def fitted(table: Any) -> Fitted:
