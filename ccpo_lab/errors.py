@@ -5,14 +5,51 @@ a relaunch that differs from what a run directory holds, ...) raises
 :class:`UserError`. The CLI's single error boundary prints it as one line and
 exits with code 2; anything else is a bug and shows a traceback under
 ``CCPO_LAB_DEBUG=1``.
+
+Whatever part of the line comes from the user (the value, a key, a file name, the valid
+choices, a message that quotes them) is cut to a readable length here, in bounded time:
+a value is shown by :func:`short_repr`, never by a full ``repr`` (a YAML file's value
+can be a structure of millions of items), and every part has a character budget.
 """
 
 from __future__ import annotations
 
 import errno
+import reprlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+VALUE_CHARS = 160
+"""Most characters of a value echoed in an error (``(got ...)``)."""
+PART_CHARS = 400
+"""Most characters of a file, key or list of valid choices in an error line."""
+MESSAGE_CHARS = 1500
+"""Most characters of an error's message (advice may be long; a value quoted in it is cut
+to this too, where its writer did not cut it)."""
+DETAIL_LINES = 40
+"""Most lines of an error's detail block (a diff), each cut to :data:`PART_CHARS`."""
+
+
+def cut(text: str, limit: int = PART_CHARS) -> str:
+    """``text`` if it has at most ``limit`` characters, else its head and tail with the
+    number of characters left out between them."""
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 30, 10)
+    head, tail = text[:keep * 2 // 3], text[len(text) - keep // 3:]
+    return f"{head}...[{len(text) - len(head) - len(tail):,} characters]...{tail}"
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxtuple, _REPR.maxdict, _REPR.maxset = 3, 20, 20, 12, 20
+_REPR.maxstring, _REPR.maxother, _REPR.maxlong = VALUE_CHARS, VALUE_CHARS, 60
+
+
+def short_repr(value: Any, limit: int = VALUE_CHARS) -> str:
+    """``repr(value)`` for a small value; for a large one, a repr of its first items
+    (``reprlib``, whose time does not grow with the value's size) cut to ``limit``."""
+    return cut(_REPR.repr(value), limit)
 
 
 class UserError(Exception):
@@ -47,19 +84,40 @@ class UserError(Exception):
         parts: list[str] = []
         where = ""
         if self.file:
-            where = self.file
+            where = cut(self.file)
         if self.key:
-            where = f"{where}: {self.key}" if where else self.key
+            where = f"{where}: {cut(self.key)}" if where else cut(self.key)
         if where:
             parts.append(where + ":")
-        parts.append(self.message)
+        parts.append(cut(self.message, MESSAGE_CHARS))
         if self.value is not None:
-            parts.append(f"(got {self.value!r})")
+            parts.append(f"(got {short_repr(self.value)})")
         if self.valid is not None:
-            valid = self.valid if isinstance(self.valid, str) else ", ".join(map(str, self.valid))
-            parts.append(f"; valid: {valid}")
+            parts.append(f"; valid: {_valid_text(self.valid)}")
         text = " ".join(parts).replace(" ;", ";")
-        return text if self.detail is None else f"{text}\n{self.detail}"
+        return text if self.detail is None else f"{text}\n{_detail_text(self.detail)}"
+
+
+def _valid_text(valid: list[Any] | str) -> str:
+    if isinstance(valid, str):
+        return cut(valid)
+    shown: list[str] = []
+    used = 0
+    for v in valid:
+        item = cut(str(v), 80)
+        if used + len(item) > PART_CHARS and shown:
+            return ", ".join(shown) + f", ... ({len(valid) - len(shown)} more)"
+        shown.append(item)
+        used += len(item) + 2
+    return ", ".join(shown)
+
+
+def _detail_text(detail: str) -> str:
+    lines = detail.splitlines()
+    shown = [cut(line) for line in lines[:DETAIL_LINES]]
+    if len(lines) > DETAIL_LINES:
+        shown.append(f"  ... ({len(lines) - DETAIL_LINES} more lines)")
+    return "\n".join(shown)
 
 
 class RunConflictError(UserError):

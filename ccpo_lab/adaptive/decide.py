@@ -38,6 +38,7 @@ from ccpo_lab.stats.sequential import (
     t_boundary,
     t_test_power,
 )
+from ccpo_lab.stats.verdict import p_bound_text
 
 __all__ = ["advance", "decide_look", "pending_seeds"]
 
@@ -324,8 +325,8 @@ def _stat_text(c: Comparison, nominal: float | None, bound: float | None) -> str
     if not np.isfinite(c.p_value):
         return "no test possible"
     cmp = "<=" if nominal is not None and c.p_value <= nominal else ">"
-    text = (f"{c.test} t = {c.t:.2f} (df {c.df:.3g}), p = {c.p_value:.2g} {cmp} "
-            f"{nominal:.2g}")
+    p, level = p_bound_text(c.p_value, float(nominal if nominal is not None else "nan"))
+    text = f"{c.test} t = {c.t:.2f} (df {c.df:.3g}), p = {p} {cmp} {level}"
     if bound is not None:
         text += f" (|t| boundary {bound:.2f})"
     return text

@@ -11,6 +11,8 @@ exposing:
   take ``progress=`` (called ``(step, total, last_val)`` per step: the executor prints the
   run's log line from it);
 - ``describe(run, run_dir, placement) -> str``: what ``train`` would execute (dry run);
+- ``resume_step(run_dir) -> int | None``: the step of the checkpoint ``train`` would
+  resume from now (None: it starts at step 0), read from the files alone, cheaply;
 - optionally ``check_sweep(runs, run_dirs)`` (checks over a whole sweep, before anything
   is written) and ``worker(run, run_dir, placement)`` (tasks > 0 of a multi-node run).
 
@@ -52,6 +54,13 @@ def check_sweep(runs: Sequence[RunConfig], run_dirs: Sequence[RunDir | None]) ->
         if hook is not None:
             mine = [(r, d) for r, d in zip(runs, run_dirs, strict=True) if r.backend.kind == kind]
             hook([r for r, _ in mine], [d for _, d in mine])
+
+
+def resume_step(run: RunConfig, run_dir: RunDir) -> int | None:
+    """The step of the checkpoint ``run`` would resume from in ``run_dir`` now (None: it
+    starts from step 0), as its backend finds it."""
+    step = backend_module(run.backend.kind).resume_step(run_dir)
+    return None if step is None else int(step)
 
 
 def describe(run: RunConfig, run_dir: RunDir, placement: Placement) -> str:

@@ -32,6 +32,7 @@ def list_arms(arms_dir: Path | None = ArmsDir) -> None:
     from rich.table import Table
 
     from ccpo_lab.config.arms import arm_names, distinguishing_flags, load_arm
+    from ccpo_lab.fitted import fitted
 
     d = _dir(arms_dir)
     arms = [load_arm(name, d) for name in arm_names(d)]
@@ -44,7 +45,7 @@ def list_arms(arms_dir: Path | None = ArmsDir) -> None:
         flags = " ".join(f"{k}={v}" for k, v in distinguishing_flags(arm).items())
         summary = arm.description.split(": ")[0].split(". ")[0]
         table.add_row(arm.name, arm.estimator.name, flags, summary)
-    Console().print(table)
+    Console().print(fitted(table))
 
 
 @app.command("show")

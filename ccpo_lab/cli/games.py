@@ -35,6 +35,7 @@ def make(
 
     from ccpo_lab.backends.local.games import GameGenConfig, make_games
     from ccpo_lab.cli.paths import output_dir
+    from ccpo_lab.fitted import fitted
 
     output_dir(out_dir, "OUT_DIR")
     config = GameGenConfig(n_receptacles=receptacles, n_distractors=distractors,
@@ -53,4 +54,4 @@ def make(
         per = ", ".join(f"{k}={v}" for k, v in s["per_task_type"].items() if v)
         table.add_row(split, str(s["n_games"]), f"{s['mean_plan_len']:.1f}",
                       str(s["max_plan_len"]), per)
-    console.print(table)
+    console.print(fitted(table))

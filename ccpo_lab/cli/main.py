@@ -34,7 +34,8 @@ from ccpo_lab.cli import status as status_cmd  # noqa: E402
 from ccpo_lab.cli import sweep as sweep_cmd  # noqa: E402
 from ccpo_lab.cli import sync as sync_cmd  # noqa: E402
 from ccpo_lab.cli import verify as verify_cmd  # noqa: E402
-from ccpo_lab.errors import UserError, os_failure  # noqa: E402
+from ccpo_lab.errors import MESSAGE_CHARS, UserError, cut, os_failure  # noqa: E402
+from ccpo_lab.textout import prepare_streams  # noqa: E402
 
 # Each command module has ``register(app)``; keep these modules light at import time.
 _COMMAND_MODULES = (
@@ -91,8 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     exceptions, ``typer.TyperException``) prints the usage line and exits 2; a
     :class:`UserError` prints one line and exits with its code (2; 1 for an environment
     failure), as does an :class:`OSError` of the environment; anything else is a bug
-    (exit 1).
+    (exit 1). Output to a terminal or pipe that is not UTF-8 never fails on a character it
+    lacks (:func:`ccpo_lab.textout.prepare_streams`).
     """
+    prepare_streams()
     try:
         rv = app(args=argv, prog_name="ccpo-lab", standalone_mode=False)
     except UserError as e:
@@ -126,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - the one boundary
         if debug():
             raise
-        typer.echo(f"internal error: {type(e).__name__}: {e} (set CCPO_LAB_DEBUG=1 for the "
+        why = cut(str(e), MESSAGE_CHARS)
+        typer.echo(f"internal error: {type(e).__name__}: {why} (set CCPO_LAB_DEBUG=1 for the "
                    "traceback)", err=True)
         return 1
     return int(rv) if isinstance(rv, int) else 0

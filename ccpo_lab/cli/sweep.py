@@ -119,6 +119,7 @@ def print_plan(sw: Sweep, results: Path, *, new_run: bool, retry_failed: bool = 
 
     from ccpo_lab.backends import describe
     from ccpo_lab.errors import UserError
+    from ccpo_lab.fitted import fitted
     from ccpo_lab.launch.plan import launcher_for, plan_sweep
     from ccpo_lab.launch.submit import decide, summary
 
@@ -136,7 +137,7 @@ def print_plan(sw: Sweep, results: Path, *, new_run: bool, retry_failed: bool = 
     say(f"sweep {sw.name}: {len(sw.arms)} arms x {len(sw.config.seeds)} seeds = {len(plan)} "
         f"runs -> {sw.sweep_dir(results)} (dry run, nothing written)")
     say(f"backend {sw.config.backend.kind}; launcher {launcher.kind}: {launcher.resources()}")
-    console.print(_plan_table(plan, decisions))
+    console.print(fitted(_plan_table(plan, decisions)))
     if decisions:
         say(summary(list(decisions.values())))
     submitted = [d.planned for d in decisions.values() if d.submit]

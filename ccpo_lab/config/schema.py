@@ -42,6 +42,12 @@ class BackendConfig:
         return tuple(f.name for f in fields(cls) if f.name != "kind")
 
 
+BOOTSTRAP_REPS_RANGE = (100, 1_000_000)
+"""Bootstrap resamples a report accepts: at a million the Monte-Carlo error of a 95%
+percentile bound is far below any seed-to-seed difference, and a report of 2 arms x 20
+seeds takes about 12 s and 90 MB; ten million took 135 s and 240 MB (2-core AMD EPYC)."""
+
+
 @dataclass(frozen=True)
 class AnalysisConfig:
     """How ``ccpo-lab report`` reads the runs."""
@@ -55,7 +61,7 @@ class AnalysisConfig:
     confidence: float = 0.95
     """Confidence level of intervals."""
     bootstrap_reps: int = 50_000
-    """Bootstrap resamples."""
+    """Bootstrap resamples (:data:`BOOTSTRAP_REPS_RANGE`)."""
     alpha: float = 0.05
     """Significance level of comparisons (Holm-corrected)."""
     power: float = 0.8

@@ -26,6 +26,7 @@ from ccpo_lab.config.identity import to_plain
 from ccpo_lab.config.launcher import LauncherSettings, Where
 from ccpo_lab.config.protocol import LIMITS, ProtocolConfig
 from ccpo_lab.config.schema import (
+    BOOTSTRAP_REPS_RANGE,
     ArmConfig,
     BackendConfig,
     RunConfig,
@@ -164,13 +165,20 @@ def _in_mapping_field(path: Sequence[str], launcher: type[LauncherSettings]) -> 
     return False
 
 
+_SAME_KEY = {"launcher.kind": "launcher", "backend.kind": "backend"}
+"""Override keys that name the same setting as another (``launcher=X``)."""
+
+
 def _parse(overrides: Sequence[str]) -> list[tuple[str, Any, str]]:
-    """``(key, override, text)`` of each override; malformed or unsupported ones refused."""
+    """``(key, override, text)`` of each override; malformed or unsupported ones refused,
+    and a key given twice with different values (``seeds=[0,1] seeds=[5]``), as a YAML
+    file's duplicate key is: Hydra would keep the last one silently. The same value given
+    twice (a script adding what its base command already has) counts once."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
     parser = OverridesParser.create()
-    out = []
+    out: list[tuple[str, Any, str]] = []
     for text in overrides:
         try:
             (ov,) = parser.parse_overrides([text])
@@ -180,8 +188,15 @@ def _parse(overrides: Sequence[str]) -> list[tuple[str, Any, str]]:
         if ov.package is not None or not ov.is_force_add() and not ov.is_add() and ov.is_delete():
             raise UserError("override not supported (use key=value)", file=COMMAND_LINE,
                             value=text)
-        out.append((ov.key_or_group, ov, text.lstrip("+") if ov.is_add() or ov.is_force_add()
-                    else text))
+        key = ov.key_or_group
+        first = next(((t, o) for k, o, t in out
+                      if _SAME_KEY.get(k, k) == _SAME_KEY.get(key, key)), None)
+        if first is not None:
+            if first[1].value() == ov.value():  # the same setting again: as if given once
+                continue
+            raise UserError(f"duplicate override (first {first[0]!r}, then {text!r}); each key "
+                            "may be given once", file=COMMAND_LINE, key=key)
+        out.append((key, ov, text.lstrip("+") if ov.is_add() or ov.is_force_add() else text))
     return out
 
 
@@ -197,20 +212,21 @@ def _selected_launcher(parsed: list[tuple[str, Any, str]], file_kind: str) -> st
 
 
 def _rewrite_overrides(overrides: Sequence[str], file_kind: str
-                       ) -> tuple[list[str], set[str], str]:
+                       ) -> tuple[list[str], dict[str, str], str]:
     """Check override keys against the schema; ``backend=X`` -> ``backend.kind=X``.
 
-    Returns the overrides for Hydra, the set of key paths they set, and the launcher kind
-    (selected by ``launcher=X``, applied outside Hydra).
+    Returns the overrides for Hydra, the key paths they set (each with the override as
+    given), and the launcher kind (selected by ``launcher=X``, applied outside Hydra).
     """
     parsed = _parse(overrides)
     kind = _selected_launcher(parsed, file_kind)
     settings_cls = launcher_class(kind).settings_class
-    out, keys = [], set()
+    out: list[str] = []
+    keys: dict[str, str] = {}
     for key, ov, text in parsed:
         parts = key.split(".")
         if key in ("launcher", "launcher.kind"):
-            keys.add("launcher.kind")
+            keys["launcher.kind"] = text
             continue
         if key == "backend":
             value = ov.value()
@@ -218,16 +234,16 @@ def _rewrite_overrides(overrides: Sequence[str], file_kind: str
                 raise UserError("unknown backend", file=COMMAND_LINE, key="backend",
                                 value=value, valid=BackendConfig.kinds())
             out.append(f"backend.kind={value}")
-            keys.add("backend.kind")
+            keys["backend.kind"] = text
             continue
         if _in_mapping_field(parts, settings_cls):  # a free-form mapping: add or merge
             out.append("++" + text.lstrip("+"))
-            keys.add(key)
+            keys[key] = text
             continue
         parent = _schema_keys(parts[:-1], settings_cls)
         if parent is None and len(parts) > 1 and _is_mapping_field(parts[:-1], settings_cls):
             out.append("++" + text)          # an entry of a mapping: add or replace
-            keys.add(key)
+            keys[key] = text
             continue
         if parent is None or parts[-1] not in parent:
             valid = parent if parent is not None else field_names(SweepConfig)
@@ -239,7 +255,7 @@ def _rewrite_overrides(overrides: Sequence[str], file_kind: str
                     f"unknown key for launcher {kind}", "unknown key in override")
             raise UserError(why, file=COMMAND_LINE, key=key, valid=valid)
         out.append(text)
-        keys.add(key)
+        keys[key] = text
     return out, keys, kind
 
 
@@ -254,9 +270,12 @@ def _interpolated(value: Any) -> bool:
     return False
 
 
-def _compose(full: dict[str, Any], overrides: list[str], file: str) -> dict[str, Any]:
+def _compose(full: dict[str, Any], overrides: list[str], file: str,
+             given: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Apply ``overrides`` to ``full`` with Hydra's compose API and resolve interpolations
-    (with or without overrides, the same); return a plain dict."""
+    (with or without overrides, the same); return a plain dict. ``given``: the key paths
+    the overrides set, with each override as given: a value that cannot be resolved is
+    blamed on the override that set it (or set a mapping holding it), else on the file."""
     from hydra import compose, initialize
     from hydra.core.config_store import ConfigStore
     from hydra.errors import HydraException
@@ -271,8 +290,14 @@ def _compose(full: dict[str, Any], overrides: list[str], file: str) -> dict[str,
         composed = OmegaConf.to_container(cfg, resolve=True)
     except (HydraException, OmegaConfBaseException) as e:
         msg = str(e).splitlines()[0]
-        if not overrides or "interpolation" in msg:
-            raise UserError(f"cannot resolve: {msg}", file=file) from None
+        at = str(getattr(e, "full_key", None) or "") or None
+        culprit = next((text for key, text in (given or {}).items() if at is not None and
+                        (at == key or at.startswith(key + "."))), None)
+        if culprit is not None:
+            raise UserError(f"cannot resolve: {msg}", file=COMMAND_LINE, key=at,
+                            value=culprit) from None
+        if not overrides or "interpolation" in msg.lower() or at is not None:
+            raise UserError(f"cannot resolve: {msg}", file=file, key=at) from None
         raise UserError(f"cannot apply overrides: {msg}", file=COMMAND_LINE,
                         value=" ".join(overrides)) from None
     assert isinstance(composed, dict)
@@ -298,7 +323,8 @@ def load_sweep(path: str | Path, overrides: Sequence[str] = (), *,
     full = to_plain(base)
     full["launcher"] = to_plain(file_launcher if kind == file_launcher.kind
                                 else launcher_class(kind).settings_class())
-    composed = _compose(full, rewritten, file) if rewritten or _interpolated(full) else full
+    composed = _compose(full, rewritten, file, override_keys) \
+        if rewritten or _interpolated(full) else full
     launcher = build_settings(composed.pop("launcher"), where=where)
     cfg = dataclasses.replace(build(SweepConfig, composed, where=where), launcher=launcher)
     _check_sweep(cfg, where)
@@ -358,7 +384,8 @@ def _check_sweep(cfg: SweepConfig, where: Any) -> None:
                 file=where("analysis.alpha"))
     check_range(an.power, low=0, high=1, low_open=True, high_open=True, key="analysis.power",
                 file=where("analysis.power"))
-    check_range(an.bootstrap_reps, low=100, key="analysis.bootstrap_reps",
+    low, high = BOOTSTRAP_REPS_RANGE
+    check_range(an.bootstrap_reps, low=low, high=high, key="analysis.bootstrap_reps",
                 file=where("analysis.bootstrap_reps"))
     check_range(an.window_start, low=0, key="analysis.window_start",
                 file=where("analysis.window_start"))

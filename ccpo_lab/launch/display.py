@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ccpo_lab.fitted import fitted
 from ccpo_lab.launch.status import (
     RunStatus,
     collect_status,
@@ -70,7 +71,8 @@ def status_table(rows: list[RunStatus], title: str, bars: bool = False) -> Any:
     """A rich table of ``rows`` that fits 80 columns without cropping a value: arm, seed,
     state, step, held-out success, seconds per step, ETA, elapsed; notes, follow-the-log
     lines and the summary below it. ``bars``: a progress bar beside the step (at a wide
-    terminal)."""
+    terminal). At a terminal too narrow for the table, one block per run instead
+    (:mod:`ccpo_lab.fitted`): every value whole."""
     from rich import box
     from rich.console import Group
     from rich.progress_bar import ProgressBar
@@ -100,7 +102,7 @@ def status_table(rows: list[RunStatus], title: str, bars: bool = False) -> Any:
     below = [f"{r.arm} seed {r.seed}: {r.note}" for r in rows if r.note]
     below += follow_lines(rows)
     below.append(summary_line(rows))
-    return Group(table, Text("\n".join(below)))
+    return Group(fitted(table), Text("\n".join(below)))
 
 
 def follow_lines(rows: list[RunStatus]) -> list[str]:

@@ -1,12 +1,19 @@
 """Machine-wide GPU locks: two sweeps on one node never run on the same GPU at once.
 
-Every GPU index has a lock file ``<dir>/gpu-<i>.lock``. A slot pool holds an exclusive
-``flock`` on the files of a run's slice for as long as the run runs; another pool (another
-sweep, another user) finds them held and waits. The kernel drops a lock when its holder
-exits, so a killed pool leaves no stale lock behind. The directory is
-``$CCPO_LAB_GPU_LOCK_DIR``, else ``<tmp>/ccpo-lab-gpu-locks`` (created world-writable and
-sticky, so every user of the machine shares it). GPU indices are the ones the slots name
-(``$CUDA_VISIBLE_DEVICES`` or ``nvidia-smi`` numbering).
+Every GPU index has a lock file ``<dir>/gpu-<i>.lock``. A slot pool takes an exclusive
+``flock`` on the files of a run's slice (and on its sweep's slot file,
+``<sweep>/_jobs/slot-<k>.lock``: one sweep never runs more than ``max_parallel`` runs at
+once, whatever pool started them) and hands the locked file descriptions down to the
+processes that execute the run: submitit's controller, the job, and the run's own process
+inherit them (:data:`LOCK_FDS_ENV` names them), so a lock lasts exactly as long as the
+last of those processes, not as long as the pool. A killed pool's runs keep their GPUs;
+another pool (another sweep, another user, a relaunch of this sweep) finds them held and
+waits. The kernel drops a lock when its last holder exits, so nothing leaves a stale lock
+behind; nobody ever unlocks explicitly (``LOCK_UN`` would free a lock its other holders
+still rely on), a holder only closes its copy. The directory is ``$CCPO_LAB_GPU_LOCK_DIR``,
+else ``<tmp>/ccpo-lab-gpu-locks`` (created world-writable and sticky, so every user of the
+machine shares it). GPU indices are the ones the slots name (``$CUDA_VISIBLE_DEVICES`` or
+``nvidia-smi`` numbering).
 """
 
 from __future__ import annotations
@@ -20,6 +27,9 @@ from pathlib import Path
 
 LOCK_DIR_ENV = "CCPO_LAB_GPU_LOCK_DIR"
 """Environment variable naming the lock directory."""
+LOCK_FDS_ENV = "CCPO_LAB_LOCK_FDS"
+"""Environment variable naming the inherited descriptors of the locks a run holds
+(comma-separated descriptor numbers)."""
 
 
 def lock_dir() -> Path:
@@ -35,18 +45,19 @@ def lock_dir() -> Path:
 
 
 class GpuLock:
-    """Exclusive locks held on a slice's GPUs; :meth:`release` frees them (idempotent)."""
+    """Exclusive locks held on a slice's GPUs (and a slot); :meth:`release` drops this
+    process's hold (idempotent). The locks end when every process holding them (this
+    one, and the run's processes they were handed to) has closed them or exited."""
 
     def __init__(self, gpus: tuple[int, ...], fds: list[int]) -> None:
         self.gpus = gpus
         self._fds = fds
 
     def release(self) -> None:
-        """Unlock and close every lock file."""
+        """Close this process's descriptors (no ``LOCK_UN``: a run these locks were handed
+        to keeps them until it exits)."""
         fds, self._fds = self._fds, []
         for fd in fds:
-            with contextlib.suppress(OSError):
-                fcntl.flock(fd, fcntl.LOCK_UN)
             with contextlib.suppress(OSError):
                 os.close(fd)
 
@@ -59,24 +70,76 @@ class GpuLock:
         """Whether the locks are still held (an empty slice holds none)."""
         return bool(self._fds)
 
+    @property
+    def fds(self) -> tuple[int, ...]:
+        """The locked descriptors (to hand to the processes that execute the run)."""
+        return tuple(self._fds)
 
-def try_lock(gpus: Sequence[int], directory: Path | None = None) -> GpuLock | None:
-    """Lock every GPU of ``gpus`` without waiting; None, holding nothing, if any of them
-    is held by another holder. An empty slice (a CPU slot) always succeeds."""
-    if not gpus:
-        return GpuLock((), [])
-    d = directory if directory is not None else lock_dir()
+
+def _lock_file(path: Path) -> int | None:
+    """An exclusively locked descriptor of ``path`` (created), or None if it is held."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    with contextlib.suppress(OSError):
+        os.fchmod(fd, 0o666)  # readable by the next user whatever the umask
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def try_lock(gpus: Sequence[int], directory: Path | None = None,
+             also: Sequence[Path] = ()) -> GpuLock | None:
+    """Lock every GPU of ``gpus`` and every file of ``also`` (a sweep's slot) without
+    waiting; None, holding nothing, if any of them is held by another holder. An empty
+    slice with nothing ``also`` (a CPU slot of no sweep) always succeeds."""
+    paths = list(also)
+    if gpus:
+        d = directory if directory is not None else lock_dir()
+        paths += [d / f"gpu-{int(g)}.lock" for g in sorted(set(gpus))]
     fds: list[int] = []
-    for g in sorted(set(gpus)):
-        path = d / f"gpu-{int(g)}.lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-        with contextlib.suppress(OSError):
-            os.fchmod(fd, 0o666)  # readable by the next user whatever the umask
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+    for path in paths:
+        fd = _lock_file(path)
+        if fd is None:
             GpuLock(tuple(gpus), fds).release()
             return None
         fds.append(fd)
     return GpuLock(tuple(gpus), fds)
+
+
+def slot_lock_file(directory: Path, slot: int) -> Path:
+    """The lock file of slot ``slot`` of the sweep whose jobs directory is ``directory``."""
+    return Path(directory) / f"slot-{int(slot)}.lock"
+
+
+def lock_fds_env(fds: Sequence[int]) -> dict[str, str]:
+    """The environment entry that names ``fds`` to the processes they are handed to."""
+    return {LOCK_FDS_ENV: ",".join(str(int(fd)) for fd in fds)}
+
+
+def inherited_lock_fds() -> tuple[int, ...]:
+    """The lock descriptors this process inherited (:data:`LOCK_FDS_ENV`), those that are
+    open; () when none were handed down."""
+    fds = []
+    for part in os.environ.get(LOCK_FDS_ENV, "").split(","):
+        if part.strip().isdigit():
+            fd = int(part)
+            try:
+                os.fstat(fd)
+            except OSError:
+                continue
+            fds.append(fd)
+    return tuple(fds)
+
+
+def keep_inherited_locks() -> tuple[int, ...]:
+    """In a run's own process: hold the inherited lock descriptors for this process's
+    life but hand them to nothing it starts (close-on-exec, and the environment entry
+    dropped), so that no helper process it leaves behind keeps its GPUs."""
+    fds = inherited_lock_fds()
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.set_inheritable(fd, False)
+    os.environ.pop(LOCK_FDS_ENV, None)
+    return fds

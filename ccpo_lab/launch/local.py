@@ -4,9 +4,12 @@ Each run gets the GPUs its backend needs (``launcher.gpus_per_run`` may give a C
 slice too) as its own ``CUDA_VISIBLE_DEVICES`` slice (submitit's ``visible_gpus`` /
 ``gpus_per_node``); concurrently running runs never share a slice, not even runs of two
 sweeps launched separately: a run starts only once it holds the machine-wide locks of its
-slice (:mod:`ccpo_lab.launch.gpulock`). Runs that need no GPU get CPU slots
-(``CUDA_VISIBLE_DEVICES`` empty). The machine's GPUs are ``$CCPO_LAB_NUM_GPUS`` (a count),
-else ``$CUDA_VISIBLE_DEVICES``, else the ``nvidia-smi -L`` count, else none.
+slice (:mod:`ccpo_lab.launch.gpulock`), and one of its sweep's ``max_parallel`` slot locks.
+Runs that need no GPU get CPU slots (``CUDA_VISIBLE_DEVICES`` empty). The locks are
+handed to the processes that execute the run (:mod:`ccpo_lab.launch.heldjob`): a killed
+pool's runs go on holding their GPUs and slots, and a relaunch waits for them. The
+machine's GPUs are ``$CCPO_LAB_NUM_GPUS`` (a count), else ``$CUDA_VISIBLE_DEVICES``, else
+the ``nvidia-smi -L`` count, else none.
 
 The pool runs in a detached process (``python -m ccpo_lab.launch.local QUEUE_FILE``, its
 own session) that survives the terminal; its queue file and log live in ``<sweep
@@ -38,7 +41,7 @@ from ccpo_lab.config.validate import check_range
 from ccpo_lab.config.yamlio import atomic_write_json
 from ccpo_lab.errors import UserError
 from ccpo_lab.launch.base import TERMINAL, Launcher, Reconciled, Submission, gone, parallel
-from ccpo_lab.launch.gpulock import GpuLock, try_lock
+from ccpo_lab.launch.gpulock import GpuLock, slot_lock_file, try_lock
 from ccpo_lab.placement import Needs, Placement, visible_gpus
 from ccpo_lab.runs.layout import RunDir, SweepDir
 
@@ -141,23 +144,32 @@ class SlotPool:
     """Run callables through submitit's local executor, one per free slot at a time."""
 
     def __init__(self, slots: Sequence[tuple[int, ...]], poll_s: float = 0.2,
-                 python: str | None = None) -> None:
+                 python: str | None = None, slot_locks: Path | None = None) -> None:
         if not slots:
             raise ValueError("a pool needs at least one slot")
         self.slots = list(slots)
         self.poll_s = poll_s
         self.python = python
         """The interpreter command the jobs run (shell-quoted; None: this one)."""
+        self.slot_locks = slot_locks
+        """The directory of the sweep's slot locks (``slot-<k>.lock``; None: no sweep
+        bound beyond this pool's slots)."""
         self._stop = False
 
     def stop(self) -> None:
         """Start nothing more (running jobs finish unless cancelled)."""
         self._stop = True
 
-    def _start(self, folder: Path, slot: tuple[int, ...], fn: Callable[[], Any]) -> Any:
-        from submitit import LocalExecutor
+    def _lock(self, slot: int) -> GpuLock | None:
+        """The locks of slot ``slot`` (its GPUs, and the sweep's slot), or None if held."""
+        also = [] if self.slot_locks is None else [slot_lock_file(self.slot_locks, slot)]
+        return try_lock(self.slots[slot], also=also)
 
-        ex = LocalExecutor(folder=folder, python=self.python)
+    def _start(self, folder: Path, slot: tuple[int, ...], fn: Callable[[], Any],
+               lock: GpuLock) -> Any:
+        from ccpo_lab.launch.heldjob import LockedExecutor
+
+        ex = LockedExecutor(folder=folder, fds=lock.fds, python=self.python)
         ex.update_parameters(timeout_min=NO_TIMEOUT_MIN, gpus_per_node=len(slot),
                              visible_gpus=tuple(slot), signal_delay_s=30)
         return ex.submit(fn)
@@ -171,9 +183,10 @@ class SlotPool:
 
         ``should_start(key)`` is asked just before a task starts (False skips it);
         ``on_start(key, job, slot)`` / ``on_end(key, job)`` are called around each task;
-        ``tick()`` after every poll. A task starts on the first free slot whose GPUs it can
-        lock machine-wide (:func:`ccpo_lab.launch.gpulock.try_lock`); while another
-        sweep holds them all, the queue waits.
+        ``tick()`` after every poll. A task starts on the first free slot whose GPUs (and
+        sweep slot) it can lock (:func:`ccpo_lab.launch.gpulock.try_lock`), and its job
+        inherits the locks; while other runs hold them all (another sweep's, or this
+        sweep's from an earlier pool), the queue waits.
         """
         state = _PoolState(queue=list(tasks), free=list(range(len(self.slots))))
         try:
@@ -196,12 +209,13 @@ class SlotPool:
         """Start queued tasks on the free slots whose GPUs lock (or say once that the
         queue waits for another sweep)."""
         while st.queue and st.free and not self._stop:
-            got = next(((s, lk) for s in st.free
-                        if (lk := try_lock(self.slots[s])) is not None), None)
+            got = next(((s, lk) for s in st.free if (lk := self._lock(s)) is not None), None)
             if got is None:
                 if not st.said_waiting:
-                    print(f"waiting: the GPUs of every free slot are held by another "
-                          f"ccpo-lab sweep ({self.slots[st.free[0]]} ...)", flush=True)
+                    print("waiting: every free slot is held by runs still executing (another "
+                          "sweep's on the same GPUs, or this sweep's started by an earlier "
+                          f"pool) (slot {_slot_text([self.slots[st.free[0]]])} ...)",
+                          flush=True)
                     st.said_waiting = True
                 return
             slot, lock = got
@@ -211,7 +225,7 @@ class SlotPool:
                 continue
             st.free.remove(slot)
             try:
-                job = self._start(folder, self.slots[slot], fn)
+                job = self._start(folder, self.slots[slot], fn, lock)
             except BaseException:
                 lock.release()
                 raise
@@ -222,7 +236,8 @@ class SlotPool:
 
     @staticmethod
     def _reap(st: _PoolState, on_end: Callable[[str, Any], None] | None) -> None:
-        """Free the slots (and GPU locks) of finished tasks."""
+        """Free the slots of finished tasks (and this pool's hold on their locks: a run
+        that outlived its job still holds them)."""
         still = []
         for r in st.running:
             if r.job.done():
@@ -245,8 +260,10 @@ def _cmdline_has(pid: Any, needle: bytes) -> bool:
 
 
 def controller_alive(pid: Any) -> bool:
-    """Whether ``pid`` is a live submitit local controller (not a reused pid)."""
-    return _cmdline_has(pid, b"submitit.local._local")
+    """Whether ``pid`` is a live submitit local controller (not a reused pid): the one
+    :mod:`ccpo_lab.launch.heldjob` runs, or submitit's own (a job started before it)."""
+    return any(_cmdline_has(pid, m) for m in (b"ccpo_lab.launch.heldjob",
+                                              b"submitit.local._local"))
 
 
 def pool_alive(pid: Any) -> bool:
@@ -261,9 +278,11 @@ def _should_start(key: str) -> bool:
 
 def run_queue(run_dirs: Sequence[str], slots: Sequence[tuple[int, ...]],
               pool_pid: int | None = None, tick: Callable[[], object] | None = None,
-              pool: SlotPool | None = None, python: str | None = None) -> dict[str, Any]:
+              pool: SlotPool | None = None, python: str | None = None,
+              slot_locks: Path | None = None) -> dict[str, Any]:
     """Run the run directories through a slot pool, recording ``job.json`` for each
-    (``python``: the interpreter command the jobs run; None: this one)."""
+    (``python``: the interpreter command the jobs run, None: this one; ``slot_locks``:
+    the directory of the sweep's slot locks)."""
     from ccpo_lab.launch.job import RunJob, submitit_log_paths
 
     def on_start(key: str, job: Any, slot: tuple[int, ...]) -> None:
@@ -272,7 +291,7 @@ def run_queue(run_dirs: Sequence[str], slots: Sequence[tuple[int, ...]],
                       gpus=",".join(map(str, slot)), started=time.time(),
                       **submitit_log_paths(rd.logs / "%j", job.job_id))
 
-    pool = pool or SlotPool(slots, python=python)
+    pool = pool or SlotPool(slots, python=python, slot_locks=slot_locks)
     tasks = [(str(d), RunJob(d, placement_here, isolate=True), RunDir(Path(d)).logs / "%j")
              for d in run_dirs]
     return pool.run(tasks, on_start=on_start, should_start=_should_start, tick=tick)
@@ -292,7 +311,7 @@ def spawn_pool(sweep_dir: Path, run_dirs: Sequence[str], slots: Sequence[tuple[i
     queue = jobs_dir / f"local-pool-{stamp}.json"
     log = jobs_dir / f"local-pool-{stamp}.log"
     atomic_write_json(queue, {"runs": list(run_dirs), "slots": [list(s) for s in slots],
-                              "python": python})
+                              "python": python, "slot_locks": str(jobs_dir)})
     if before_start is not None:
         before_start(queue)
     with log.open("ab") as out:
@@ -452,7 +471,9 @@ def main(argv: list[str] | None = None) -> int:
 
     spec = json.loads(Path(args[0]).read_text(encoding="utf-8"))
     slots = [tuple(s) for s in spec["slots"]]
-    pool = this.SlotPool(slots, python=spec.get("python"))
+    # a queue written before slot locks: its sweep's jobs directory holds them
+    slot_locks = Path(spec.get("slot_locks") or Path(args[0]).resolve().parent)
+    pool = this.SlotPool(slots, python=spec.get("python"), slot_locks=slot_locks)
 
     def on_term(signum: int, _frame: Any) -> None:
         raise KeyboardInterrupt(f"signal {signum}")

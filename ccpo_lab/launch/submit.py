@@ -3,7 +3,8 @@
 Relaunching is idempotent: a completed run is skipped, a run whose job is still queued or
 running (or that a live process executes: its ownership lock is held) is left alone, a
 partial (pending, cancelled, interrupted) run is resubmitted and resumes from its
-checkpoint, a failed run is resubmitted only with ``retry_failed``. A run directory
+checkpoint (or, when its checkpoints are gone, restarts from step 0, and the plan says
+so), a failed run is resubmitted only with ``retry_failed``. A run directory
 holding another identity refuses the whole launch before anything is written. The
 launcher (:mod:`ccpo_lab.launch.registry`) checks its settings against the runs' needs,
 and against the machine or cluster, before anything is written.
@@ -41,7 +42,8 @@ class Decision:
     planned: PlannedRun
     """The run and its directory."""
     action: str
-    """``new``, ``resume``, ``retry`` (submitted) or ``skip``."""
+    """``new``, ``resume``, ``restart`` (a partial run whose checkpoints are gone: from
+    step 0), ``retry`` (submitted) or ``skip``."""
     reason: str
     """Why (for skips: completed, failed, already queued...)."""
 
@@ -72,14 +74,29 @@ def decide(plan: list[PlannedRun], sweep_dir: Path, *, retry_failed: bool) -> li
             who = r.owner.describe() if r.owner else f"job {r.job_id}"
             out.append(Decision(p, "skip", f"already {r.state} ({who})"))
         elif r.state == "failed":
-            out.append(Decision(p, "retry", "failed, --retry-failed") if retry_failed
+            out.append(Decision(p, "retry", f"failed, --retry-failed: {_from(p, r.step)}")
+                       if retry_failed
                        else Decision(p, "skip", "failed (resubmit with --retry-failed)"))
         elif r.state == "pending" and not r.step:
             out.append(Decision(p, "resume", "pending, not queued"))
         else:
-            out.append(Decision(p, "resume", f"{r.state} at step {r.step}, resumes from its "
-                                             "checkpoint"))
+            how = _from(p, r.step)
+            out.append(Decision(p, "restart" if how.startswith("no checkpoint") else "resume",
+                                f"{r.state} at step {r.step or 0}; {how}"))
     return out
+
+
+def _from(p: PlannedRun, step: int | None) -> str:
+    """Where the run in ``p``'s directory will start, as its backend finds its
+    checkpoints now: ``resumes from its checkpoint at step 10``, ``no checkpoint left:
+    restarts from step 0``."""
+    from ccpo_lab.backends import resume_step
+
+    assert p.run_dir is not None
+    at = resume_step(p.run, p.run_dir)
+    if at is not None:
+        return f"resumes from its checkpoint at step {at}"
+    return "no checkpoint left: restarts from step 0" if step else "starts from step 0"
 
 
 def summary(decisions: list[Decision]) -> str:
@@ -190,7 +207,7 @@ def _claim(targets: list[RunDir], decisions: list[Decision], console: Any) -> li
     from ccpo_lab.runs.owner import RunBusy, acquire
 
     again = {d.planned.run_dir.path for d in decisions
-             if d.action in ("resume", "retry") and d.planned.run_dir is not None}
+             if d.action in ("resume", "restart", "retry") and d.planned.run_dir is not None}
 
     def claim(rd: RunDir) -> bool:
         if rd.path not in again:

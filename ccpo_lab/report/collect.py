@@ -134,10 +134,9 @@ def _top_level_blocks(text: str) -> dict[str, str]:
 
 @functools.lru_cache(maxsize=256)
 def _parse_block(block: str) -> dict[str, Any]:
-    import yaml
+    from ccpo_lab.config.yamlio import safe_load_bounded
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    doc = yaml.load(block, Loader=loader)  # noqa: S506 - a safe loader
+    doc = safe_load_bounded(block)
     return doc if isinstance(doc, dict) else {}
 
 

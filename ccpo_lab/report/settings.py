@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ccpo_lab.config.schema import AnalysisConfig
+from ccpo_lab.config.schema import BOOTSTRAP_REPS_RANGE, AnalysisConfig
 from ccpo_lab.errors import UserError
 
 OPTION_KEYS = ("metric", "window_start", "reference", "confidence", "bootstrap_reps", "alpha",
@@ -89,8 +89,13 @@ def resolve_settings(manifest: Mapping[str, Any], arms: Sequence[str],
     if isinstance(ws, bool) or not isinstance(ws, int) or ws < 0:
         raise UserError("must be an integer >= 0", key="window_start", value=ws)
     reps = values["bootstrap_reps"]
-    if isinstance(reps, bool) or not isinstance(reps, int) or reps < 100:
-        raise UserError("must be an integer >= 100", key="bootstrap_reps", value=reps)
+    low, high = BOOTSTRAP_REPS_RANGE
+    if isinstance(reps, bool) or not isinstance(reps, int) or not low <= reps <= high:
+        where = {"option": "--bootstrap-reps", "sweep.json": "analysis.bootstrap_reps "
+                 "(sweep.json)"}.get(sources["bootstrap_reps"], "bootstrap_reps")
+        raise UserError(f"must be an integer from {low:,} to {high:,} (more resamples change "
+                        "no interval visibly and cost minutes and memory)", key=where,
+                        value=reps)
     settings = ReportSettings(
         metric=values["metric"], window_start=ws, reference=values["reference"],
         confidence=_check_unit(values["confidence"], "confidence"), bootstrap_reps=reps,

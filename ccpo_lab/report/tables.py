@@ -75,11 +75,25 @@ def fmt_ci(ci: Pair | Sequence[float | None] | None, pct: bool) -> str:
     return f"[{fmt(ci[0], pct)}, {fmt(ci[1], pct)}]"
 
 
-def fmt_p(p: float | None) -> str:
-    """A p-value with three decimals; below 0.001 as ``<0.001``."""
+def fmt_p(p: float | None, alpha: float | None = None) -> str:
+    """A p-value with three decimals, below 0.001 as ``<0.001``; with ``alpha``, with as
+    many more decimals as it takes to read off it whether ``p < alpha``
+    (:func:`ccpo_lab.stats.p_text`: 0.04956 at 0.05 is ``0.0496``)."""
+    from ccpo_lab.stats import p_text
+
     if p is None:
         return DASH
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
+    return p_text(p, alpha)
+
+
+def fmt_p_bound(p: float | None, bound: float | None) -> tuple[str, str]:
+    """A p-value and the boundary it is rejected at (``p <= bound``), printed so that the
+    decision reads off them (:func:`ccpo_lab.stats.p_bound_text`)."""
+    from ccpo_lab.stats import p_bound_text
+
+    if p is None or bound is None:
+        return fmt_p(p), _g(bound)
+    return p_bound_text(p, bound)
 
 
 def fmt_prob(v: float | None) -> str:
@@ -212,8 +226,8 @@ def comparisons_table(model: ReportModel) -> Table:
         if c.power_sd_assumed:
             needed += ASSUMED_MARK
             assumed = True
-        row = [name, fmt(c.diff, pct, signed=True), fmt_ci(c.ci, pct), fmt_p(c.p),
-               fmt_p(c.p_holm), fmt_prob(c.prob_improvement)]
+        row = [name, fmt(c.diff, pct, signed=True), fmt_ci(c.ci, pct), fmt_p(c.p, model.alpha),
+               fmt_p(c.p_holm, model.alpha), fmt_prob(c.prob_improvement)]
         if show_poi_ci:
             row.append(fmt_ci_prob(c.ci_prob_improvement))
         rows += [tuple([*row, needed, c.verdict])]
@@ -380,9 +394,10 @@ def adaptive_looks_table(model: ReportModel) -> Table | None:
     for r in a.looks:
         t = DASH if r.t is None else f"{r.t:.2f} ({r.df:.3g})"
         bound = DASH if r.boundary_t is None else f"{r.boundary_t:.2f}"
+        p, nominal = fmt_p_bound(r.p, r.nominal)
         rows.append((str(r.look), f"{r.arm} vs {r.baseline}", f"{r.n_x}/{r.n_y}",
-                     fmt(r.diff, pct, signed=True), t, fmt_p(r.p), _g(r.level),
-                     _g(r.nominal), bound, r.action))
+                     fmt(r.diff, pct, signed=True), t, p, _g(r.level), nominal, bound,
+                     r.action))
         if r.action in ("futile", "unresolved") or r.p is None:
             why.append(f"look {r.look}, {r.arm} vs {r.baseline}: {r.action}: {r.reason}")
     columns = (Column("look"), Column("comparison", "l", wrap=True), Column("seeds"),
@@ -411,9 +426,9 @@ def adaptive_verdicts_table(model: ReportModel) -> Table | None:
     for v in a.verdicts:
         bound = DASH if v.boundary_t is None else f"{v.boundary_t:.2f}"
         needed = DASH if v.seeds_needed is None else str(v.seeds_needed)
+        p, nominal = fmt_p_bound(v.p, v.nominal)
         rows.append((f"{v.arm} vs {v.baseline}", v.verdict_text, str(v.look),
-                     f"{v.n_x}/{v.n_y}", fmt_p(v.p), _g(v.level), _g(v.nominal), bound,
-                     needed))
+                     f"{v.n_x}/{v.n_y}", p, _g(v.level), nominal, bound, needed))
     columns = (Column("comparison", "l", wrap=True), Column("verdict", "l", wrap=True),
                Column("look"), Column("seeds"), Column("p"), Column("α/r"),
                Column("nominal"), Column("|t| bound"), Column("seeds needed"))

@@ -151,10 +151,26 @@ def _train(rd: RunDir, where: Placement) -> dict[str, Any]:
 
     run = load_run_config(rd)
     train = backend_module(run.backend.kind).train
+    label = f"{run.arm} seed {run.seed}"
+    print(f"{label}: {_start_line(run, rd)}", flush=True)
     if "progress" in inspect.signature(train).parameters and not sys.stdout.isatty():
-        label = f"{run.arm} seed {run.seed}"
         return dict(train(run, rd, placement=where, progress=ProgressLines(label)))
     return dict(train(run, rd, placement=where))
+
+
+def _start_line(run: Any, rd: RunDir) -> str:
+    """Where this attempt starts, said before it does: from the checkpoint its backend
+    finds, or from step 0 (saying so when an earlier attempt had gone further)."""
+    from ccpo_lab.backends import resume_step
+
+    at = resume_step(run, rd)
+    if at is not None:
+        return f"resuming from its checkpoint at step {at}"
+    reached = int(rd.read_state().get("step") or 0)
+    if reached:
+        return (f"no checkpoint left in {rd.checkpoints} (an earlier attempt reached step "
+                f"{reached}): restarting from step 0")
+    return "starting from step 0"
 
 
 class ProgressLines:
@@ -207,13 +223,19 @@ def supervise(run_dir: str | Path, placement: Placement) -> dict[str, Any]:
     SIGINT is passed on to the child (it records ``cancelled``). When the child dies
     without recording an outcome, it is recorded here: ``interrupted`` with the signal
     that killed it, ``failed`` with its exit code. If only this process dies, the child
-    goes on and finishes the run. Returns the run's summary; raises ``RuntimeError``
+    goes on and finishes the run. The locks this process inherited from its pool (a GPU
+    slice, a sweep slot: :mod:`ccpo_lab.launch.gpulock`) are handed to the child too, so
+    they last as long as the run. Returns the run's summary; raises ``RuntimeError``
     when the run did not complete (its outcome is in ``state.json``).
     """
+    from ccpo_lab.launch.gpulock import inherited_lock_fds, lock_fds_env
+
     rd = RunDir(Path(run_dir))
     cmd = [sys.executable, "-m", "ccpo_lab.runs.execute", str(rd.path),
            "--placement", json.dumps(asdict(placement))]
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+    locks = inherited_lock_fds()
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, pass_fds=locks,
+                            env={**os.environ, **lock_fds_env(locks)})
     while True:
         try:
             rc = proc.wait()
@@ -269,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     Exit codes: 0 completed (or already), 1 failed, 130 cancelled (SIGINT), 128+N stopped
     by signal N (SIGTERM, SIGHUP), :data:`BUSY_EXIT` another process executes the run.
     """
+    from ccpo_lab.launch.gpulock import keep_inherited_locks
+
+    keep_inherited_locks()  # held until this process exits; passed to none of its children
     args = sys.argv[1:] if argv is None else argv
     where: Placement | None = None
     if len(args) == 3 and args[1] == "--placement":

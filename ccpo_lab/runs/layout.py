@@ -43,6 +43,7 @@ from ccpo_lab.config.yamlio import (
     atomic_write_json,
     atomic_write_text,
     dump_yaml,
+    load_yaml_file,
 )
 from ccpo_lab.errors import RunConflictError, UserError
 from ccpo_lab.runs.files import RunFileError, read_small
@@ -158,6 +159,8 @@ class RunDir:
         """
         import yaml
 
+        from ccpo_lab.config.yamlio import safe_load_bounded
+
         try:
             text = read_small(self.config_yaml, self.sweep_root).decode("utf-8")
         except FileNotFoundError:
@@ -165,7 +168,7 @@ class RunDir:
         except UnicodeDecodeError as e:
             raise ValueError(f"not UTF-8 (byte {e.start})") from None
         try:
-            doc = yaml.safe_load(text)
+            doc = safe_load_bounded(text)
         except yaml.YAMLError as e:
             raise ValueError(yaml_problem(e)) from None
         if not isinstance(doc, dict):
@@ -557,8 +560,8 @@ def _identity_on_disk(rd: RunDir) -> dict[str, Any]:
     import yaml
 
     try:
-        doc = yaml.safe_load(rd.config_yaml.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
+        doc = load_yaml_file(rd.config_yaml) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return {}
     return {k: v for k, v in doc.items() if k not in _NON_IDENTITY_KEYS}
 
@@ -604,8 +607,8 @@ def _config_run_id(rd: RunDir) -> str:
     import yaml
 
     try:
-        doc = yaml.safe_load(rd.config_yaml.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+        doc = load_yaml_file(rd.config_yaml)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return "?"
     value = doc.get("run_id") if isinstance(doc, dict) else None
     return str(value) if value else "?"
@@ -617,13 +620,11 @@ def load_run_config(rd: RunDir) -> RunConfig:
     The ``launcher`` section is a record of the submission and is not read back: where a
     run executes reaches it as a :class:`~ccpo_lab.placement.Placement` from its launcher.
     """
-    import yaml
-
     from ccpo_lab.config.protocol import ProtocolConfig
     from ccpo_lab.config.schema import BackendConfig, EstimatorConfig, RunConfig
     from ccpo_lab.config.validate import build
 
-    doc = yaml.safe_load(rd.config_yaml.read_text(encoding="utf-8"))
+    doc = load_yaml_file(rd.config_yaml)
     where = lambda _k: str(rd.config_yaml)  # noqa: E731
     kind = doc["backend"]["kind"]
     backend = {"kind": kind, kind: doc.get("backend_runtime", doc["backend"][kind])}

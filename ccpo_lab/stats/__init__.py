@@ -89,7 +89,7 @@ from ccpo_lab.stats.sequential import (
     normal_boundaries,
     step_down,
 )
-from ccpo_lab.stats.verdict import Verdict, VerdictLabel, verdict
+from ccpo_lab.stats.verdict import Verdict, VerdictLabel, p_bound_text, p_text, verdict
 
 __all__ = [
     "BRADLEY_LIBERAL",
@@ -125,6 +125,8 @@ __all__ = [
     "is_interim",
     "minimal_detectable_difference",
     "normal_boundaries",
+    "p_bound_text",
+    "p_text",
     "paired_minimal_detectable_difference",
     "paired_seeds_needed",
     "paired_type2_error",

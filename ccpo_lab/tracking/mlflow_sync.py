@@ -364,6 +364,8 @@ def description(manifest: Mapping[str, Any], name: str, report: ReportModel | No
              f"({len(arms)} arms x {len(seeds)} seeds, `{backend}` backend; one child run per "
              f"(arm, seed), grouped by `{ARM_TAG}` in the shared view `{VIEW_KEY}`)", ""]
     if report is not None:
+        from ccpo_lab.stats import p_text
+
         pct = report.metric.endswith("success_rate")
         k = 100.0 if pct else 1.0
         lines += [f"Report ({report.metric}, converged window step >= {report.window_start}, "
@@ -379,7 +381,7 @@ def description(manifest: Mapping[str, Any], name: str, report: ReportModel | No
             ci = "-" if a.ci_t[0] is None else f"[{f(a.ci_t[0])}, {f(a.ci_t[1])}]"
             diff = "-" if c is None or c.diff is None else \
                 f"{f(c.diff, True)} [{f(c.ci[0])}, {f(c.ci[1])}]"
-            p = "-" if c is None or c.p_holm is None else f"{c.p_holm:.3f}"
+            p = "-" if c is None or c.p_holm is None else p_text(c.p_holm, report.alpha)
             lines.append(f"| {a.arm} | {f(a.mean)} | {ci} | {diff} | {p} | "
                          f"{'reference' if c is None else c.verdict} |")
         if report.adaptive is not None:

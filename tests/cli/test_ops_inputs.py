@@ -60,7 +60,7 @@ CASES = [
      ["command line: launcher.sbatch_extra.bogus: unknown sbatch parameter", "comment"]),
     ("unresolvable-interpolation", "name: ${oc.env:CCPO_LAB_TEST_NOT_SET}\narms: [grpo]\n"
                                    "seeds: [0]\n", [],
-     ["s.yaml: cannot resolve", "CCPO_LAB_TEST_NOT_SET"]),
+     ["s.yaml: name: cannot resolve", "CCPO_LAB_TEST_NOT_SET"]),
 ]
 
 

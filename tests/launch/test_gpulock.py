@@ -46,3 +46,26 @@ def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path) -> None:
         lock = try_lock((3,), tmp_path)
     assert lock is not None
     lock.release()
+
+
+def test_a_runs_process_holds_its_inherited_locks_but_hands_them_to_no_program(
+        tmp_path: Path) -> None:
+    """The run's own process keeps the lock descriptors its job handed it, close-on-exec
+    and out of the environment: a program it starts (Ray, the trainer) does not hold the
+    GPU after the run ends."""
+    import os
+
+    from ccpo_lab.launch.gpulock import LOCK_FDS_ENV, keep_inherited_locks, lock_fds_env
+
+    lock = try_lock((5,), tmp_path)
+    assert lock is not None
+    code = ("import os, subprocess, sys; from ccpo_lab.launch.gpulock import "
+            "keep_inherited_locks; fds = keep_inherited_locks(); "
+            "print(fds, [os.get_inheritable(f) for f in fds], os.environ.get("
+            f"{LOCK_FDS_ENV!r}), flush=True)")
+    out = subprocess.run([sys.executable, "-c", code], pass_fds=lock.fds, text=True,
+                         env={**os.environ, **lock_fds_env(lock.fds)}, capture_output=True,
+                         check=True).stdout.strip()
+    assert out == f"({lock.fds[0]},) [False] None"
+    lock.release()
+    assert keep_inherited_locks() == ()

@@ -137,7 +137,9 @@ def test_cancel_stops_a_run_started_with_sigint_ignored(
     cmd = " ".join(_cli(*_sweep(workdir, "seeds=[0]", "protocol.total_steps=300")))
     subprocess.run(["bash", "-c", f"{cmd} > {workdir}/bg.log 2>&1 &"], check=True, timeout=60)
     rd = RunDir(sweep_dir / "grpo" / "seed-0")
-    wait_until(lambda: _running_at(rd, 1), 120, "the run to start")
+    # past its checkpoint at step 2, so that the relaunch below resumes (without one it
+    # restarts from step 0, and says so: tests/launch/test_resume_truth.py)
+    wait_until(lambda: _running_at(rd, 3), 120, "three steps (a checkpoint at step 2)")
     pid = int(rd.read_state()["pid"])
     capsys.readouterr()
     assert main(["cancel", str(sweep_dir)]) == 0
@@ -234,7 +236,7 @@ def test_inline_hangup_records_interrupted(workdir: Path, sweep_dir: Path,
     args = _sweep(workdir, "seeds=[0]", "protocol.total_steps=300", "launcher=inline")
     proc = _start(args, tmp_path / "inline.log", start_new_session=True)
     rd = RunDir(sweep_dir / "grpo" / "seed-0")
-    wait_until(lambda: _running_at(rd, 1), 120, "the run to start")
+    wait_until(lambda: _running_at(rd, 3), 120, "three steps (a checkpoint at step 2)")
     os.killpg(proc.pid, signal.SIGHUP)
     assert proc.wait(timeout=30) == 128 + signal.SIGHUP
     st = rd.read_state()

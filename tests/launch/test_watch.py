@@ -122,7 +122,9 @@ def test_the_plan_says_what_happens_to_each_run(workdir: Path,
     assert "skip: completed" in lines[("ccpo-return-hard", "0")]
     assert "skip: failed (resubmit with" in lines[("ccpo-return-hard", "1")]  # folded
     assert "--retry-failed)" in text
-    assert "resume: cancelled at step 3" in lines[("ccpo-return-hard-fbjw", "0")]
+    # no checkpoint in its directory: it restarts, and the plan says so (issue 27 item 9)
+    assert "restart: cancelled at step 3; no" in lines[("ccpo-return-hard-fbjw", "0")]
+    assert "no checkpoint left: restarts from step 0" in " ".join(text.split())
     assert "resume: pending, not queued" in lines[("ccpo-return-hard-fbjw", "1")]
 
 

@@ -180,7 +180,7 @@ def test_reproducible_and_json_clean(study: Path) -> None:
     ({"reference": "nope"}, "reference arm has no runs"),
     ({"metric": "val/nope"}, "metric not logged by any run"),
     ({"confidence": 1.5}, "strictly between 0 and 1"),
-    ({"bootstrap_reps": 10}, "integer >= 100"),
+    ({"bootstrap_reps": 10}, "integer from 100 to 1,000,000"),
     ({"window_start": -1}, "integer >= 0"),
 ])
 def test_bad_settings(study: Path, options: dict, match: str) -> None:

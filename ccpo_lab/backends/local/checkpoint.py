@@ -14,8 +14,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import torch
-
 _NAME = re.compile(r"^step-(\d{6,})\.pt$")
 TMP_PREFIX = ".tmp-"
 
@@ -46,6 +44,8 @@ def save_checkpoint(folder: Path, step: int, state: dict[str, Any], keep: int = 
     folder.mkdir(parents=True, exist_ok=True)
     final = checkpoint_path(folder, step)
     tmp = folder / f"{TMP_PREFIX}{final.name}.{os.getpid()}"
+    import torch
+
     with tmp.open("wb") as f:
         torch.save(state, f)
         f.flush()
@@ -59,6 +59,8 @@ def save_checkpoint(folder: Path, step: int, state: dict[str, Any], keep: int = 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
     """Read a checkpoint written by :func:`save_checkpoint`."""
+    import torch
+
     with Path(path).open("rb") as f:
         return torch.load(f, map_location="cpu", weights_only=True)
 

@@ -52,6 +52,14 @@ def needs(run: RunConfig) -> Needs:
     return Needs(nodes=1, gpus_per_node=0, cpus=run.backend.local.num_threads)
 
 
+def resume_step(rd: RunDir) -> int | None:
+    """The step of the newest complete checkpoint (what :func:`train` resumes from)."""
+    from ccpo_lab.backends.local.checkpoint import list_checkpoints
+
+    found = list_checkpoints(rd.checkpoints)
+    return found[-1][0] if found else None
+
+
 def game_spec(run: RunConfig) -> GameSpec:
     """The game set a run trains and evaluates on (from ``backend.local``)."""
     from ccpo_lab.backends.local.games import GameGenConfig, GameSpec

@@ -86,9 +86,11 @@ def check_sweep_layout(runs: Iterable[RunConfig]) -> None:
 def _layout_on_disk(config_yaml: Path) -> dict[str, Any] | None:
     import yaml
 
+    from ccpo_lab.config.yamlio import load_yaml_file
+
     try:
-        doc = yaml.safe_load(config_yaml.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
+        doc = load_yaml_file(config_yaml) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return None
     backend = doc.get("backend") or {}
     if backend.get("kind") != "verl":

@@ -73,6 +73,11 @@ def latest_checkpoint(checkpoints: Path) -> int | None:
     return step if (checkpoints / f"global_step_{step}").is_dir() else None
 
 
+def resume_step(rd: RunDir) -> int | None:
+    """The step of verl's last complete checkpoint (what :func:`train` resumes from)."""
+    return latest_checkpoint(rd.checkpoints)
+
+
 def command_for(run: RunConfig, rd: RunDir, placement: Placement | None = None
                 ) -> TrainerCommand:
     """The command ``train`` would run now (resume-aware)."""
