@@ -283,7 +283,12 @@ class RunDir:
 
 
 def yaml_problem(e: Exception) -> str:
-    """One line for a YAML error: where, and what (PyYAML's own text spans lines)."""
+    """One line for a YAML error: where, and what (PyYAML's own text spans lines); a
+    document beyond the readers' bounds is not called malformed."""
+    from ccpo_lab.config.yamlio import YamlLimitError
+
+    if isinstance(e, YamlLimitError):
+        return f"YAML {getattr(e, 'problem', None) or e}"
     mark = getattr(e, "problem_mark", None)
     where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
     what = getattr(e, "problem", None) or (str(e).splitlines() or [type(e).__name__])[0]
