@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from ccpo_lab.launch.status import RunStatus
 
 
 def register(app: typer.Typer) -> None:
@@ -21,7 +25,8 @@ def status(
                                    "refreshes with --watch."),
     as_json: bool = typer.Option(False, "--json", help="Print the runs as JSON."),
 ) -> None:
-    """Show each run's state, job, progress, last held-out success and logs.
+    """Show each run's state, job, progress, last held-out success and logs, and the
+    device-hours (GPU-hours, CPU-hours) used with a projection for the whole sweep.
 
     Reads the run directories and asks the scheduler once (with a short timeout); it never
     waits for a job. A failed run shows its exception and the tail of its stderr.
@@ -45,9 +50,15 @@ def status(
     console = make_console()
     title = f"sweep {sweep_dir.name} ({sweep_dir})"
     if as_json:
+        from ccpo_lab.launch.costline import sweep_usage
+
         rows = collect_status(sweep_dir, runs)
+        usage = sweep_usage(rows)
+        spent = usage.per_run if usage is not None else {}
         typer.echo(json.dumps([{**r.__dict__, "path": str(r.path), "terminal": r.terminal,
-                                "owner": owner_record(r.owner), "log": r.log}
+                                "owner": owner_record(r.owner), "log": r.log,
+                                "device_hours": spent.get(str(r.path)),
+                                "device_unit": usage.unit if usage is not None else None}
                                for r in rows], indent=2, default=str))
         return
     if watch:
@@ -59,5 +70,17 @@ def status(
 
             for block in failure_details(rows):
                 console.print(block, highlight=False, markup=False, soft_wrap=True)
+        _cost(console, rows)
         return
-    print_status(console, collect_status(sweep_dir, runs), title)
+    rows = collect_status(sweep_dir, runs)
+    print_status(console, rows, title)
+    _cost(console, rows)
+
+
+def _cost(console: Any, rows: list[RunStatus]) -> None:
+    """The device-hours used and projected (:mod:`ccpo_lab.launch.costline`), if known."""
+    from ccpo_lab.launch.costline import cost_line
+
+    line = cost_line(rows)
+    if line:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
