@@ -509,7 +509,8 @@ def patch_vllm_rollout(mod: Any) -> None:
 
 # ----------------------------------------------------------------------- tracking
 def patch_tracking(mod: Any) -> None:
-    """``file`` backend = :class:`RunFileLogger`; pending diagnostics join each log."""
+    """``file`` backend = :class:`RunFileLogger`; pending diagnostics join each log; a
+    ``wandb`` backend's config gets the run's ccpo-lab configuration (``ccpo_lab``)."""
     cls = mod.Tracking
     orig_init = cls.__init__
     orig_log = cls.log
@@ -524,6 +525,10 @@ def patch_tracking(mod: Any) -> None:
         orig_init(self, project_name, experiment_name, rest, *args, **kwargs)
         if want_file:
             self.logger["file"] = RunFileLogger()
+        if "wandb" in self.logger:  # ccpo-lab's run configuration beside verl's
+            from ccpo_lab.tracking.wandb_run import verl_run_config
+
+            self.logger["wandb"].config.update(verl_run_config(), allow_val_change=True)
 
     @functools.wraps(orig_log)
     def log(self: Any, data: Any, step: Any, *args: Any, **kwargs: Any) -> Any:
