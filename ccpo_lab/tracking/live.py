@@ -36,7 +36,9 @@ if TYPE_CHECKING:
     from ccpo_lab.tracking.mlflow_sync import SyncResult
 
 LAST_ROUND_TRIES = 20
-"""Rounds the last one may take when the store does not answer (every ``every`` seconds)."""
+"""Tries of the last round when the store does not answer (every ``every`` seconds) ..."""
+LAST_ROUND_S = 300.0
+"""... and for at least this long (a tracking server restarting)."""
 LOG_NAME = "live-sync.log"
 """The log of the live sync ``sweep --wait`` starts (in ``<sweep>/_jobs/``)."""
 STOP_WAIT_S = 600.0
@@ -98,6 +100,7 @@ def watch(sweep_dir: str | Path, *, uri: str | None = None, experiment: str | No
     root = Path(sweep_dir)
     stop = stop or threading.Event()
     rounds = failed = tries_at_end = 0
+    ended: float | None = None  # when the runs were first seen stopped
     last: SyncResult | None = None
     ok, shown = False, ""
     while True:
@@ -128,7 +131,9 @@ def watch(sweep_dir: str | Path, *, uri: str | None = None, experiment: str | No
         rounds += 1
         if not active:
             tries_at_end += 1
-            if ok or tries_at_end >= LAST_ROUND_TRIES:
+            ended = began if ended is None else ended
+            if ok or (tries_at_end >= LAST_ROUND_TRIES
+                      and time.monotonic() - ended >= LAST_ROUND_S):
                 return WatchEnd(rounds, failed, last, ok)
         stop.wait(max(0.0, every - (time.monotonic() - began)))
 

@@ -244,10 +244,11 @@ def _find_runs(client: Any, exp_id: str, filt: str) -> list[Any]:
 def shared_view(metric: str) -> str:
     """The runs page's view state (JSON, as the UI's Share writes it): grouped by the arm
     tag, with the converged-window mean (``summary/window_mean``: the number to read; the
-    group's row averages it over the arm's seeds), its evaluations, the last held-out
-    ``metric``, the device-hours, the seed and the estimator as columns."""
-    columns = [f"metrics.`{WINDOW_MEAN}`", "metrics.`summary/n_evals`", f"metrics.`{metric}`",
-               "metrics.`cost/device_hours`", "tags.`ccpo_lab.seed`",
+    group's row averages it over the arm's seeds), the last held-out ``metric``, the seed
+    and the estimator as columns. (MLflow 3.17 sorts the metric columns by name, so the
+    window mean comes first only while no other metric column sorts before it: the
+    device-hours, ``cost/device_hours``, are one click away.)"""
+    columns = [f"metrics.`{WINDOW_MEAN}`", f"metrics.`{metric}`", "tags.`ccpo_lab.seed`",
                "tags.`ccpo_lab.estimator`", "attributes.`Duration`"]
     return json.dumps({"groupBy": {"aggregateFunction": "average",
                                    "groupByKeys": [{"mode": "tag", "groupByData": ARM_TAG}]},
