@@ -52,7 +52,7 @@ def sync(
     pushes to Weights & Biases as well.
     """
     from ccpo_lab.errors import UserError
-    from ccpo_lab.tracking.store import StoreUnreachable, http_defaults
+    from ccpo_lab.tracking.store import http_defaults
 
     if wandb_mode is not None and wandb_mode not in ("online", "offline"):
         raise UserError("unknown W&B mode", key="--wandb-mode", value=wandb_mode,
@@ -61,40 +61,45 @@ def sync(
         raise UserError("--wandb-mode, --wandb-project and --wandb-entity go with --wandb",
                         key="--wandb")
     http_defaults()
-
-    def say(line: str) -> None:
-        typer.echo(line, err=True)
-
     if watch:
         _watch(sweep_dir, uri, experiment, every, follow_pid)
-        if wandb:
-            _wandb(sweep_dir, wandb_mode, wandb_project, wandb_entity)
-        return
-    from ccpo_lab.tracking.mlflow_sync import sync_sweep
+        ok = True
+    else:
+        ok = _once(sweep_dir, uri, experiment, report_dir, wandb)
+    if wandb:
+        ok = _wandb(sweep_dir, wandb_mode, wandb_project, wandb_entity) and ok
+    if not ok:
+        raise typer.Exit(1)
 
-    failed = False
+
+def _once(sweep_dir: Path, uri: str | None, experiment: str | None, report_dir: Path | None,
+          wandb: bool) -> bool:
+    """One MLflow sync; False when it failed (said, nothing lost). With ``wandb``, a sweep
+    whose MLflow tracking is off is not an error (W&B goes on)."""
+    from ccpo_lab.errors import UserError
+    from ccpo_lab.tracking.mlflow_sync import sync_sweep
+    from ccpo_lab.tracking.store import StoreUnreachable
+
     try:
-        res = sync_sweep(sweep_dir, uri, experiment, report_dir, say=say)
+        res = sync_sweep(sweep_dir, uri, experiment, report_dir,
+                         say=lambda line: typer.echo(line, err=True))
     except StoreUnreachable as e:
         typer.echo(f"sync failed: {e} -- nothing was lost; run `ccpo-lab sync` again once it "
                    "answers", err=True)
-        failed = True
+        return False
     except UserError as e:
         if not (wandb and "tracking is disabled" in str(e)):
             raise
-        say(f"MLflow: not synced ({str(e).splitlines()[0]})")
+        typer.echo(f"MLflow: not synced ({str(e).splitlines()[0]})", err=True)
+        return True
     except Exception as e:  # noqa: BLE001 - MLflow raises many kinds; say what and retry
         typer.echo(f"sync failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
                    " -- nothing was lost; run `ccpo-lab sync` again later", err=True)
-        failed = True
-    else:
-        for w in res.warnings:
-            typer.secho(f"warning: {w}", fg="yellow", err=True)
-        typer.echo(res.summary())
-    if wandb:
-        failed = not _wandb(sweep_dir, wandb_mode, wandb_project, wandb_entity) or failed
-    if failed:
-        raise typer.Exit(1)
+        return False
+    for w in res.warnings:
+        typer.secho(f"warning: {w}", fg="yellow", err=True)
+    typer.echo(res.summary())
+    return True
 
 
 def _watch(sweep_dir: Path, uri: str | None, experiment: str | None, every: float,

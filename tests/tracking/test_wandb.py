@@ -105,6 +105,15 @@ def test_bad_tracking_settings_are_refused_naming_the_key(tmp_path: Path, overri
     assert key in str(e.value)
 
 
+def test_sync_refuses_w_and_b_options_without_wandb_or_with_a_bad_mode(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, sweep_dir, _ = init_sweep(sweep_file(tmp_path, seeds=(0,)), tmp_path / "results")
+    assert main(["sync", str(sweep_dir), "--wandb", "--wandb-mode", "sometimes"]) == 2
+    assert "--wandb-mode" in capsys.readouterr().err
+    assert main(["sync", str(sweep_dir), "--wandb-mode", "offline"]) == 2
+    assert "go with --wandb" in capsys.readouterr().err
+
+
 def test_live_sync_needs_tracking_on(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="tracking.live"):
         load_sweep(sweep_file(tmp_path), ["tracking.live=true", "tracking.enabled=false"])
@@ -213,7 +222,8 @@ def test_cpu_runs_log_live_to_offline_wandb_and_a_requeue_continues_the_run(
 
 
 @pytest.mark.slow
-def test_sync_pushes_a_sweep_once_and_then_only_what_is_new(tmp_path: Path) -> None:
+def test_sync_pushes_a_sweep_once_and_then_only_what_is_new(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from ccpo_lab.report.analysis import build_report
     from ccpo_lab.runs.metrics import append_metrics
     from ccpo_lab.tracking.wandb_sync import sync_wandb
@@ -255,6 +265,11 @@ def test_sync_pushes_a_sweep_once_and_then_only_what_is_new(tmp_path: Path) -> N
     dirs = offline_runs(rd, identity(rd).id)
     assert len(dirs) == 2 and sorted(history(dirs[1:])) == [61]
     _same(history(dirs), metrics_rows(rd))
+    # the command: MLflow as usual, then W&B, where nothing is new any more
+    assert main(["sync", str(sweep_dir), "--wandb", "--wandb-mode", "offline"]) == 0
+    out = capsys.readouterr().out
+    assert "6 runs created" in out  # MLflow
+    assert "W&B (offline, project demo): 0 runs sent, 6 up to date, 0 metrics rows" in out
 
 
 _VERL_CHILD = """
