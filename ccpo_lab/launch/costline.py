@@ -4,8 +4,8 @@ Used: every run's device-hours so far (:func:`ccpo_lab.runs.cost.read_cost`, fro
 ``run.json`` alone, so a ``--watch`` refresh stays quick; a running run counts to now).
 Projected: what the sweep will have cost when every run listed is completed, each run not
 completed yet counted at its arm's observed cost per completed run (else the sweep's),
-else at its own cost so far scaled to its final step. Nothing is projected before one run
-has a cost to go by.
+else at its own cost so far scaled to its final step, else (not started) at the mean of
+the runs under way so scaled. Nothing is projected before one run has a step to go by.
 """
 
 from __future__ import annotations
@@ -56,6 +56,9 @@ def sweep_usage(rows: Sequence[RunStatus], now: float | None = None) -> SweepUsa
     for r in done:
         by_arm.setdefault(r.arm, []).append(spent[str(r.path)])
     overall = [h for hs in by_arm.values() for h in hs]
+    # runs under way, each scaled to its final step: what a run costs before one completes
+    going = [spent[str(r.path)] * r.total / r.step for r in rows
+             if r.state != "completed" and str(r.path) in spent and r.step > 0 and r.total]
     projected: float | None = 0.0
     for r in rows:
         have = spent.get(str(r.path), 0.0)
@@ -64,9 +67,11 @@ def sweep_usage(rows: Sequence[RunStatus], now: float | None = None) -> SweepUsa
             continue
         peers = by_arm.get(r.arm) or overall
         if peers:
-            guess = max(have, sum(peers) / len(peers))
-        elif r.step > 0 and r.total:
+            guess: float | None = max(have, sum(peers) / len(peers))
+        elif r.step > 0 and r.total and str(r.path) in spent:
             guess = have * r.total / r.step
+        elif going:
+            guess = max(have, sum(going) / len(going))
         else:
             guess = None
         projected = None if projected is None or guess is None else projected + guess

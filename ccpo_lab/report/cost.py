@@ -141,7 +141,7 @@ def _with_hours(text: str, more: MoreCostRow | None, unit_name: str) -> str:
 
 def cost_section(model: ReportModel, run_dirs: Mapping[str, Sequence[Path]]) -> CostSection | None:
     """The cost section of ``model`` from its reported runs (``arm -> run directories``);
-    None when no run recorded a cost."""
+    None when no run recorded an attempt (device-hours)."""
     rows = []
     for arm in [a.arm for a in model.arms]:
         costs = []
@@ -152,8 +152,8 @@ def cost_section(model: ReportModel, run_dirs: Mapping[str, Sequence[Path]]) -> 
             costs.append((read_cost(rd, state=state), state.get("state"),
                           total if isinstance(total, int) else None))
         rows.append(arm_cost(arm, costs))
-    known = [r for r in rows if r.runs]
-    if not known:
+    known = [r for r in rows if r.total is not None]
+    if not known:  # no attempt recorded (imported runs): no device-hours to show
         return None
     kinds = sorted({k for r in known if r.device for k in r.device.split("+")})
     device = "+".join(kinds) or "device"

@@ -83,3 +83,13 @@ def test_status_prints_the_cost_line_and_json_the_device_hours(
     assert by[("grpo", 0)]["device_hours"] == pytest.approx(0.25)
     assert by[("grpo", 0)]["device_unit"] == "GPU-hours"
     assert by[("gigpo", 1)]["device_hours"] is None
+
+
+def test_before_any_run_completes_the_runs_under_way_project_the_rest(tmp_path: Path) -> None:
+    sweep_dir, rds = _sweep(tmp_path)
+    for key in (("grpo", 0), ("gigpo", 0)):  # two runs a third of the way, 1 GPU-hour each
+        _attempt(rds[key], "interrupted", 1.0, devices=1, step=10)
+    rows = collect_status(sweep_dir, scheduler=False)
+    u = sweep_usage(rows)
+    assert u is not None and u.used == pytest.approx(2.0)
+    assert u.projected == pytest.approx(4 * 3.0)  # every run at 3 GPU-hours

@@ -258,3 +258,31 @@ def test_sweep_wait_starts_the_live_sync_with_tracking_live(workdir: Path) -> No
         assert [s for s, _ in _history(client, r.info.run_id, "val/success_rate")] == [0, 2, 4]
         assert r.info.status == "FINISHED" and "summary/window_mean" in r.data.metrics
         assert r.data.metrics["cost/device_hours"] > 0
+
+
+def test_a_later_round_reads_only_the_bytes_appended(tmp_path: Path) -> None:
+    """In one process (a watch), a sync after another starts reading where the last one
+    ended: a line before that point is not read again (here: damaged in place, unseen),
+    while a new process reads the whole file and names it."""
+    from ccpo_lab.runs.metrics import append_metrics
+    from ccpo_lab.tracking import rows
+    from ccpo_lab.tracking.mlflow_sync import sync_sweep
+    from tests.report.builders import log_evals
+
+    _, sweep_dir, rds = init_sweep(sweep_file(tmp_path, seeds=(0,), arms=("grpo",)),
+                                   tmp_path / "results")
+    rd = rds[("grpo", 0)]
+    log_evals(rd, {0: 0.25, 5: 0.5}, train_steps=range(1, 6))
+    first = sync_sweep(sweep_dir)
+    assert first.values == 2 + 2 * 5
+    with rd.metrics.open("r+b") as f:  # damage the first line in place (same file, size)
+        line = f.readline()
+        f.seek(0)
+        f.write(b"x" * (len(line) - 1))
+    append_metrics(rd.metrics, 6, {"episode/success_rate": 0.75})
+    second = sync_sweep(sweep_dir)
+    assert second.values == 1 and not second.warnings  # the damaged line was not read
+    rows._READ.clear()  # a new process: reads the file from its start
+    append_metrics(rd.metrics, 7, {"episode/success_rate": 0.5})
+    third = sync_sweep(sweep_dir)
+    assert third.values == 0 and "line 1: not JSON" in "\n".join(third.warnings)
