@@ -327,3 +327,27 @@ def test_verl_agents_wandb_logger_gets_ccpo_labs_names_ids_and_config(tmp_path: 
     assert sorted(history(dirs)) == [0, 1, 2, 3]
     _same(history(dirs), metrics_rows(rd))  # the file logger wrote the same rows
     assert json.loads(rd.run_json.read_text())["run_id"] == run.run_id
+
+
+@pytest.mark.slow
+def test_an_imported_sweep_goes_to_wandb_too(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A run made before ccpo-lab (``ccpo-lab import``: no configuration, no attempt) is
+    pushed with its import record as config and its rows as history."""
+    src = tmp_path / "run.jsonl"
+    src.write_text('{"step":0,"data":{"val/success_rate":0.25}}\n'
+                   '{"step":1,"data":{"episode/success_rate":0.125}}\n'
+                   '{"step":5,"data":{"val/success_rate":0.5}}\n', encoding="utf-8")
+    sweep = tmp_path / "old"
+    assert main(["import", str(sweep), str(src), "--arm", "grpo", "--seed", "0"]) == 0
+    assert main(["sync", str(sweep), "--wandb", "--wandb-mode", "offline",
+                 "--wandb-project", "legacy"]) == 0
+    out = capsys.readouterr().out
+    assert "W&B (offline, project legacy): 1 runs sent, 0 up to date, 3 metrics rows" in out
+    rd = RunDir(sweep / "grpo" / "seed-0")
+    (d,) = offline_runs(rd, identity(rd).id)
+    s = inspect(d, summary=True)
+    assert (s["project"], s["name"]) == ("legacy", "grpo-seed0")
+    assert s["config"]["imported"]["source"] == str(src)
+    assert run_record(d)["run_group"] == "old"
+    _same(history([d]), metrics_rows(rd))
