@@ -230,7 +230,10 @@ def comparisons_table(model: ReportModel) -> Table:
              "else unresolved",
              f"seeds needed: per arm for power {model.power:g} at the observed Δ with the "
              f"same test, two-sided, at α/{m} = {model.alpha / max(m, 1):.3g} (Colas et al. "
-             "2018; paired: from the sd of the per-seed differences)",
+             "2018; paired: from the sd of the per-seed differences)"
+             + (f"; (+N {model.cost.unit[:-6]}-h): about N more {model.cost.unit} for the "
+                "seeds beyond those run, at each arm's observed cost per run"
+                if model.cost is not None and model.cost.more else ""),
              f"P(X>Y): probability that a seed of the arm beats a seed of {ref} "
              "(Mann–Whitney U / (n_x n_y))"
              + ("" if show_poi_ci else f"; its bootstrap interval is shown from "
@@ -428,8 +431,8 @@ def adaptive_verdicts_table(model: ReportModel) -> Table | None:
 
 
 def _more_hours(model: ReportModel, arm: str, reference: str) -> str:
-    """`` (about 3.41 GPU-h more)``: what a comparison's seeds needed would cost ('' when
-    unknown or nothing more is needed)."""
+    """`` (+3.41 GPU-h)``: what a comparison's seeds needed would cost beyond the seeds
+    run ('' when unknown or nothing more is needed); short, so the table keeps its width."""
     from ccpo_lab.report.cost import fmt_hours
 
     if model.cost is None:
@@ -437,7 +440,7 @@ def _more_hours(model: ReportModel, arm: str, reference: str) -> str:
     m = next((m for m in model.cost.more if (m.arm, m.reference) == (arm, reference)), None)
     if m is None or m.device_hours is None or not (m.more_arm or m.more_reference):
         return ""
-    return f" (about {fmt_hours(m.device_hours)} {model.cost.device}-h more)"
+    return f" (+{fmt_hours(m.device_hours)} {model.cost.device}-h)"
 
 
 def _share(part: float | None, whole: float | None) -> str:
