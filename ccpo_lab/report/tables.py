@@ -230,10 +230,7 @@ def comparisons_table(model: ReportModel) -> Table:
              "else unresolved",
              f"seeds needed: per arm for power {model.power:g} at the observed Δ with the "
              f"same test, two-sided, at α/{m} = {model.alpha / max(m, 1):.3g} (Colas et al. "
-             "2018; paired: from the sd of the per-seed differences)"
-             + (f"; (+N {model.cost.unit[:-6]}-h): about N more {model.cost.unit} for the "
-                "seeds beyond those run, at each arm's observed cost per run"
-                if model.cost is not None and model.cost.more else ""),
+             "2018; paired: from the sd of the per-seed differences)" + _more_note(model),
              f"P(X>Y): probability that a seed of the arm beats a seed of {ref} "
              "(Mann–Whitney U / (n_x n_y))"
              + ("" if show_poi_ci else f"; its bootstrap interval is shown from "
@@ -441,6 +438,15 @@ def _more_hours(model: ReportModel, arm: str, reference: str) -> str:
     if m is None or m.device_hours is None or not (m.more_arm or m.more_reference):
         return ""
     return f" (+{fmt_hours(m.device_hours)} {model.cost.device}-h)"
+
+
+def _more_note(model: ReportModel) -> str:
+    """What ``(+N CPU-h)`` after a seeds-needed figure means ('' without costs)."""
+    c = model.cost
+    if c is None or not c.more:
+        return ""
+    return (f"; (+N {c.device}-h): about N more {c.unit} for the seeds beyond those run, at "
+            "each arm's observed cost per run")
 
 
 def _share(part: float | None, whole: float | None) -> str:

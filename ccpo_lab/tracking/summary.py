@@ -55,7 +55,7 @@ def summary_values(found: FoundRun, settings: ReportSettings) -> dict[str, float
               "summary/first": row.start, "summary/first_step": row.start_step,
               "summary/best": row.best, "summary/best_step": row.best_step,
               "summary/best_bias": row.best_bias}
-    return _defined(values)
+    return defined(values)
 
 
 def cost_values(cost: RunCost) -> dict[str, float]:
@@ -66,10 +66,11 @@ def cost_values(cost: RunCost) -> dict[str, float]:
                               "cost/peak_memory_gb": cost.peak_memory_gb,
                               "cost/throughput": cost.throughput}
     values.update({f"cost/phase_hours/{k}": v / 3600.0 for k, v in cost.phases.items()})
-    return _defined(values) if cost.attempts or cost.phases else {}
+    return defined(values) if cost.attempts or cost.phases else {}
 
 
-def _defined(values: Mapping[str, Any]) -> dict[str, float]:
+def defined(values: Mapping[str, Any]) -> dict[str, float]:
+    """The values that are finite numbers, as floats (None, booleans, nan left out)."""
     out = {}
     for k, v in values.items():
         if v is None or isinstance(v, bool):

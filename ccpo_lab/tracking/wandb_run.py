@@ -33,6 +33,7 @@ import hashlib
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -301,7 +302,8 @@ def open_live_run(run: RunConfig, rd: RunDir) -> LiveRun | None:
 
 def final_summary(rd: RunDir) -> dict[str, float]:
     """A run's ``summary/*`` and ``cost/*`` (:mod:`ccpo_lab.tracking.summary`) for its W&B
-    summary, with the sweep's analysis settings ({} when they cannot be computed)."""
+    summary at the end of its training (its attempt counted to now), with the sweep's
+    analysis settings (``summary/*`` left out when they cannot be computed)."""
     from ccpo_lab.report.discover import FoundRun, read_manifest
     from ccpo_lab.runs.cost import read_cost
     from ccpo_lab.tracking.summary import cost_values, summary_settings, summary_values
@@ -309,7 +311,7 @@ def final_summary(rd: RunDir) -> dict[str, float]:
     manifest = read_manifest(rd.path.parent.parent)
     arms = [a for a in manifest.get("arms") or [] if isinstance(a, str)] or [rd.arm]
     settings = summary_settings(manifest, arms)
-    out = cost_values(read_cost(rd))
+    out = cost_values(read_cost(rd, now=time.time()))  # the run's attempt goes on: to now
     if settings is not None and rd.seed is not None:
         out.update(summary_values(FoundRun(rd.arm, rd.seed, rd.path, rd.suffix), settings))
     return out

@@ -175,9 +175,9 @@ def _sync_report(root: Path, manifest: Mapping[str, Any], sweep: str,
                  settings: WandbSettings, report: ReportModel) -> bool:
     """The group's summary run: the report's numbers; False when they were sent already."""
     from ccpo_lab.tracking.mlflow_sync import headline_metrics
-    from ccpo_lab.tracking.summary import _defined
+    from ccpo_lab.tracking.summary import defined
 
-    values = {**headline_metrics(report), **_defined(_sweep_cost(root))}
+    values = {**headline_metrics(report), **defined(_sweep_cost(root))}
     holder = RunDir(root / REPORT_DIR)  # its W&B files (it has no run directory)
     record = holder.path / "report.json"
     ident = WandbIdentity(id=wandb_id(hashlib.sha256(f"report {sweep}".encode()).hexdigest(),
