@@ -159,3 +159,40 @@ def test_long_functions_say_why() -> None:
                     long.append(f"{mod}.{node.name} ({n} lines)")
     assert not long, "functions over 60 lines without a reason in their docstring: " + \
         ", ".join(long)
+
+
+LAZY: tuple[str, ...] = ("mlflow", "wandb")
+"""Packages imported only inside functions: a command that does not track pays nothing
+for them (``--help``, ``status``, a run whose sweep has W&B off)."""
+
+
+def _import_time_imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Import statements that run when the module is imported: at the top level, in class
+    bodies and in top-level ``if``/``try`` blocks, not in functions nor under
+    ``if TYPE_CHECKING:``."""
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def test_tracking_libraries_are_imported_inside_functions_only() -> None:
+    found = []
+    for mod, path in modules().items():
+        for node in _import_time_imports(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) \
+                else [node.module or ""]
+            found += [f"{mod}: {n}" for n in names if n.split(".")[0] in LAZY]
+    assert not found, "imported when the module is imported: " + ", ".join(found)
+
+
+def test_the_lazy_import_check_sees_a_top_level_import() -> None:
+    tree = ast.parse("import os\nimport wandb\ndef f():\n    import mlflow\n")
+    assert sorted(a.name for n in _import_time_imports(tree) for a in n.names) == ["os", "wandb"]

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from ccpo_lab.launch.status import RunStatus
 
 
 def register(app: typer.Typer) -> None:
@@ -21,8 +25,9 @@ def status(
                                    "refreshes with --watch."),
     as_json: bool = typer.Option(False, "--json", help="Print the runs as JSON."),
 ) -> None:
-    """Show each run's state, job, progress, last held-out success and logs, then the
-    sweep's evaluation jobs (`ccpo-lab evaluate`), if any.
+    """Show each run's state, job, progress, last held-out success and logs, the
+    device-hours (GPU-hours, CPU-hours) used with a projection for the whole sweep, then
+    the sweep's evaluation jobs (`ccpo-lab evaluate`), if any.
 
     Reads the run directories and asks the scheduler once (with a short timeout); it never
     waits for a job. A failed run shows its exception and the tail of its stderr.
@@ -48,15 +53,21 @@ def status(
     from ccpo_lab.evaluation.track import eval_status, print_eval_status, status_records
 
     if as_json:
+        from ccpo_lab.launch.costline import sweep_usage
+
         rows = collect_status(sweep_dir, runs)
+        usage = sweep_usage(rows)
+        spent = usage.per_run if usage is not None else {}
+        unit = usage.unit if usage is not None else None
         evals = eval_status(sweep_dir)
-        typer.echo(json.dumps([{**r.__dict__, "path": str(r.path), "terminal": r.terminal,
-                                "owner": owner_record(r.owner), "log": r.log, **extra}
-                               for r, extra in [*((r, {}) for r in rows),
-                                                *((r, {"evaluation": e}) for r, e in
-                                                  zip(evals, status_records(evals),
-                                                      strict=True))]],
-                              indent=2, default=str))
+        records = [{**r.__dict__, "path": str(r.path), "terminal": r.terminal,
+                    "owner": owner_record(r.owner), "log": r.log,
+                    "device_hours": spent.get(str(r.path)), "device_unit": unit}
+                   for r in rows]
+        records += [{**r.__dict__, "path": str(r.path), "terminal": r.terminal,
+                     "owner": owner_record(r.owner), "log": r.log, "evaluation": e}
+                    for r, e in zip(evals, status_records(evals), strict=True)]
+        typer.echo(json.dumps(records, indent=2, default=str))
         return
     if watch:
         rows = watch_loop(sweep_dir, console, runs=runs, interval=interval, title=title)
@@ -67,7 +78,19 @@ def status(
 
             for block in failure_details(rows):
                 console.print(block, highlight=False, markup=False, soft_wrap=True)
+        _cost(console, rows)
         print_eval_status(console, sweep_dir)
         return
-    print_status(console, collect_status(sweep_dir, runs), title)
+    rows = collect_status(sweep_dir, runs)
+    print_status(console, rows, title)
+    _cost(console, rows)
     print_eval_status(console, sweep_dir)
+
+
+def _cost(console: Any, rows: list[RunStatus]) -> None:
+    """The device-hours used and projected (:mod:`ccpo_lab.launch.costline`), if known."""
+    from ccpo_lab.launch.costline import cost_line
+
+    line = cost_line(rows)
+    if line:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)

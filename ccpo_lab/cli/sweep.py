@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,9 @@ def sweep(
     With an adaptive design (analysis.adaptive.max_seeds), each call also takes the next
     look's decision when its runs are complete and launches the seeds it adds; run it
     again later (or with --wait, to the end of the design).
+
+    With tracking.live: true, --wait keeps the MLflow store current while it waits (a
+    `ccpo-lab sync --watch` beside it, every tracking.live_every seconds).
     """
     from ccpo_lab.cli.paths import output_dir
     from ccpo_lab.config.sweep import load_sweep
@@ -62,15 +66,19 @@ def sweep(
         print_plan(sw, results, new_run=new_run, retry_failed=retry_failed,
                    commands=commands, only=only)
         return
-    if adaptive:
-        from ccpo_lab.launch.adaptive import launch_adaptive
+    from ccpo_lab.tracking.live import live_sync
 
-        code = launch_adaptive(sw, results, new_run=new_run, wait=wait,
-                               retry_failed=retry_failed)
-    else:
-        from ccpo_lab.launch.submit import launch_sweep
+    with live_sync(sw, results) if wait else contextlib.nullcontext():
+        if adaptive:
+            from ccpo_lab.launch.adaptive import launch_adaptive
 
-        code = launch_sweep(sw, results, new_run=new_run, wait=wait, retry_failed=retry_failed)
+            code = launch_adaptive(sw, results, new_run=new_run, wait=wait,
+                                   retry_failed=retry_failed)
+        else:
+            from ccpo_lab.launch.submit import launch_sweep
+
+            code = launch_sweep(sw, results, new_run=new_run, wait=wait,
+                                retry_failed=retry_failed)
     if code:
         raise typer.Exit(code)
 

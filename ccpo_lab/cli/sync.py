@@ -1,4 +1,4 @@
-"""``ccpo-lab sync SWEEP_DIR``: bring MLflow up to date with the run files."""
+"""``ccpo-lab sync SWEEP_DIR``: bring MLflow (and W&B) up to date with the run files."""
 
 from __future__ import annotations
 
@@ -22,40 +22,82 @@ def sync(
                                            "(report --out) to log as the parent's artifacts "
                                            "(`report --out` syncs by itself, with the "
                                            "report's headline numbers)."),
+    watch: bool = typer.Option(False, "--watch", help="Keep syncing while the runs go "
+                               "(every --every seconds); stop by itself after a last round "
+                               "once nothing runs."),
+    every: float = typer.Option(30.0, "--every", min=1.0, help="Seconds between two rounds "
+                                "of --watch."),
+    follow_pid: int | None = typer.Option(None, "--follow-pid", hidden=True,
+                                          help="With --watch: also go on while this process "
+                                          "lives (sweep --wait)."),
+    wandb: bool = typer.Option(False, "--wandb", help="Also push the runs (and the report's "
+                               "numbers) to Weights & Biases: the sweep's tracking.wandb, "
+                               "else online to a project named after the sweep."),
+    wandb_mode: str | None = typer.Option(None, "--wandb-mode", help="online | offline "
+                                          "(default: the sweep's tracking.wandb.mode)."),
+    wandb_project: str | None = typer.Option(None, "--wandb-project", help="W&B project "
+                                             "(default: the sweep's, else its name)."),
+    wandb_entity: str | None = typer.Option(None, "--wandb-entity", help="W&B entity."),
 ) -> None:
     """Sync every run of the sweep to MLflow: idempotent and incremental.
 
-    One parent run per sweep (the sweep's settings, a description), a nested child per
-    (arm, seed) with params, tags, metrics and its training's start and end. Only rows
+    One parent run per sweep (the sweep's settings, a description, its cost), a nested
+    child per (arm, seed) with params, tags, metrics, the report's per-run summary
+    (summary/window_mean: the number to read) and its training's start and end. Only rows
     not yet in MLflow are sent, streamed; one sync per store at a time (a second one
     waits). What is not sent (a line that is not a row, a value that is not usable, a
     directory that is not a run of its place, a run file that cannot be read) is named on
     standard error; the exit code is 1 when a run directory was not synced, or not whole.
     When the store is unreachable nothing is lost: run sync again later; a full or
     read-only disk is said with what to do. Prints how to open the UI with the runs
-    grouped by arm.
+    grouped by arm. --watch keeps it current while the runs go; --wandb pushes to Weights
+    & Biases as well.
     """
     from ccpo_lab.errors import UserError
-    from ccpo_lab.tracking.store import StoreUnreachable, http_defaults
+    from ccpo_lab.tracking.store import http_defaults
 
+    if wandb_mode is not None and wandb_mode not in ("online", "offline"):
+        raise UserError("unknown W&B mode", key="--wandb-mode", value=wandb_mode,
+                        valid=["online", "offline"])
+    if (wandb_mode or wandb_project or wandb_entity) and not wandb:
+        raise UserError("--wandb-mode, --wandb-project and --wandb-entity go with --wandb",
+                        key="--wandb")
     http_defaults()
-    from ccpo_lab.tracking.mlflow_sync import sync_sweep
+    if watch:
+        _watch(sweep_dir, uri, experiment, every, follow_pid)
+        ok = True
+    else:
+        ok = _once(sweep_dir, uri, experiment, report_dir, wandb)
+    if wandb:
+        ok = _wandb(sweep_dir, wandb_mode, wandb_project, wandb_entity) and ok
+    if not ok:
+        raise typer.Exit(1)
 
-    def say(line: str) -> None:
-        typer.echo(line, err=True)
+
+def _once(sweep_dir: Path, uri: str | None, experiment: str | None, report_dir: Path | None,
+          wandb: bool) -> bool:
+    """One MLflow sync; False when it failed (said, nothing lost). With ``wandb``, a sweep
+    whose MLflow tracking is off is not an error (W&B goes on)."""
+    from ccpo_lab.errors import UserError
+    from ccpo_lab.tracking.mlflow_sync import sync_sweep
+    from ccpo_lab.tracking.store import StoreUnreachable
 
     try:
-        res = sync_sweep(sweep_dir, uri, experiment, report_dir, say=say)
+        res = sync_sweep(sweep_dir, uri, experiment, report_dir,
+                         say=lambda line: typer.echo(line, err=True))
     except StoreUnreachable as e:
         typer.echo(f"sync failed: {e} -- nothing was lost; run `ccpo-lab sync` again once it "
                    "answers", err=True)
-        raise typer.Exit(1) from None
-    except UserError:
-        raise
+        return False
+    except UserError as e:
+        if not (wandb and "tracking is disabled" in str(e)):
+            raise
+        typer.echo(f"MLflow: not synced ({str(e).splitlines()[0]})", err=True)
+        return True
     except Exception as e:  # noqa: BLE001 - MLflow raises many kinds; say what and retry
         typer.echo(f"sync failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
                    " -- nothing was lost; run `ccpo-lab sync` again later", err=True)
-        raise typer.Exit(1) from None
+        return False
     for w in res.warnings:
         typer.secho(f"warning: {w}", fg="yellow", err=True)
     typer.echo(res.summary())
@@ -64,4 +106,71 @@ def sync(
         typer.echo(f"sync: {n} run director{'y' if n == 1 else 'ies'} not synced, or not "
                    f"whole (named above): mend {'it' if n == 1 else 'them'} and run "
                    "`ccpo-lab sync` again", err=True)
+        return False
+    return True
+
+
+def _watch(sweep_dir: Path, uri: str | None, experiment: str | None, every: float,
+           follow_pid: int | None) -> None:
+    """``--watch``: rounds until nothing runs; SIGTERM or Ctrl-C asks for a last round."""
+    import signal
+    import threading
+
+    from ccpo_lab.tracking.live import watch
+
+    stop = threading.Event()
+
+    def ask(signum: int, frame: object) -> None:
+        if stop.is_set():  # a second Ctrl-C: stop now
+            raise KeyboardInterrupt
+        stop.set()
+
+    old = {s: signal.signal(s, ask) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        typer.echo(f"watching {sweep_dir}: a sync every {every:g} s until nothing runs "
+                   "(Ctrl-C: a last round, then stop)", err=True)
+        end = watch(sweep_dir, uri=uri, experiment=experiment, every=every,
+                    follow_pid=follow_pid, say=lambda line: typer.echo(line, err=True),
+                    stop=stop)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    if end.last is not None:
+        for w in end.last.warnings:
+            typer.secho(f"warning: {w}", fg="yellow", err=True)
+        typer.echo(end.last.summary())
+    typer.echo(f"watch ended after {end.rounds} rounds ({end.failed} failed): "
+               + ("the store is current" if end.ok else
+                  "the last round failed -- nothing was lost; run `ccpo-lab sync` again"))
+    if not end.ok:
         raise typer.Exit(1)
+
+
+def _wandb(sweep_dir: Path, mode: str | None, project: str | None, entity: str | None
+           ) -> bool:
+    """``--wandb``: push the sweep and its report's numbers to W&B; False when it failed."""
+    from ccpo_lab.errors import UserError
+    from ccpo_lab.tracking.wandb_sync import sync_wandb
+
+    report = None
+    try:
+        from ccpo_lab.report.analysis import build_report
+
+        report = build_report(sweep_dir).model
+    except UserError as e:
+        typer.echo(f"W&B: no report numbers for the group's summary ({str(e).splitlines()[0]})",
+                   err=True)
+    try:
+        res = sync_wandb(sweep_dir, mode=mode, project=project, entity=entity, report=report,
+                         say=lambda line: typer.echo(line, err=True))
+    except UserError:
+        raise
+    except Exception as e:  # noqa: BLE001 - W&B raises many kinds; nothing is lost
+        typer.echo(f"W&B sync failed: {type(e).__name__}: "
+                   f"{str(e).splitlines()[0] if str(e) else ''} -- nothing was lost; run "
+                   "`ccpo-lab sync --wandb` again later", err=True)
+        return False
+    for w in res.warnings:
+        typer.secho(f"warning: {w}", fg="yellow", err=True)
+    typer.echo(res.summary())
+    return True

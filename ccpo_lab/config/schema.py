@@ -13,6 +13,7 @@ from ccpo_lab.config.adaptive import AdaptiveConfig
 from ccpo_lab.config.launcher import LauncherSettings
 from ccpo_lab.config.local import LocalBackendConfig
 from ccpo_lab.config.protocol import ProtocolConfig
+from ccpo_lab.config.tracking import WandbConfig
 from ccpo_lab.config.verl import VerlBackendConfig
 
 
@@ -73,7 +74,7 @@ class AnalysisConfig:
 
 @dataclass(frozen=True)
 class TrackingConfig:
-    """MLflow tracking."""
+    """MLflow tracking (and Weights & Biases, ``wandb``)."""
 
     uri: str | None = None
     """Tracking URI; default ``sqlite:///<results>/<sweep>/mlflow.db``."""
@@ -81,6 +82,19 @@ class TrackingConfig:
     """Experiment name; default the sweep's name."""
     enabled: bool = True
     """Sync runs to MLflow on ``report`` and ``sync``."""
+    live: bool = False
+    """``sweep --wait`` keeps the MLflow store current while the runs go (a ``ccpo-lab
+    sync --watch`` beside it, every ``live_every`` seconds, ending with the sweep)."""
+    live_every: float = 30.0
+    """Seconds between two rounds of the live sync."""
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+    """Weights & Biases (off unless ``wandb.mode`` is ``online`` or ``offline``)."""
+
+    def validate(self, where: Any) -> None:
+        """The checks the types cannot express (:func:`ccpo_lab.config.tracking.check_tracking`)."""
+        from ccpo_lab.config.tracking import check_tracking
+
+        check_tracking(self.enabled, self.live, self.live_every, self.wandb, where)
 
 
 @dataclass(frozen=True)

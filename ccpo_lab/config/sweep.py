@@ -389,6 +389,7 @@ def _check_sweep(cfg: SweepConfig, where: Any) -> None:
                 file=where("analysis.bootstrap_reps"))
     check_range(an.window_start, low=0, key="analysis.window_start",
                 file=where("analysis.window_start"))
+    cfg.tracking.validate(where)
 
 
 def _check_used_protocol(cfg: SweepConfig, arms: Sequence[ArmConfig], where: Any) -> None:

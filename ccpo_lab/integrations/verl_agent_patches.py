@@ -599,7 +599,8 @@ def patch_hf_rollout(mod: Any) -> None:
 # ----------------------------------------------------------------------- tracking
 def patch_tracking(mod: Any) -> None:
     """``file`` backend = :class:`RunFileLogger`; pending diagnostics join each log; a
-    checkpoint save held back for a step runs right after that step's row is logged."""
+    checkpoint save held back for a step runs right after that step's row is logged; the
+    ``wandb`` backend's config gets the run's ccpo-lab configuration (``ccpo_lab``)."""
     cls = mod.Tracking
     orig_init = cls.__init__
     orig_log = cls.log
@@ -615,6 +616,10 @@ def patch_tracking(mod: Any) -> None:
         if want_file:
             self.logger["file"] = RunFileLogger()
             STATE.defer_saves = True
+        if "wandb" in self.logger:  # ccpo-lab's run configuration beside verl's
+            from ccpo_lab.tracking.wandb_run import verl_run_config
+
+            self.logger["wandb"].config.update(verl_run_config(), allow_val_change=True)
 
     @functools.wraps(orig_log)
     def log(self: Any, data: Any, step: Any, *args: Any, **kwargs: Any) -> Any:

@@ -266,6 +266,7 @@ def build_report(sweep_dir: str | Path, options: Mapping[str, Any] | None = None
     from ccpo_lab.report.adaptive import adaptive_section, apply_design
     from ccpo_lab.report.baselines import published_baselines
     from ccpo_lab.report.comparisons import comparison_rows
+    from ccpo_lab.report.cost import add_cost
     from ccpo_lab.stats import bootstrap_min_runs
 
     found = load_sweep_runs(sweep_dir)
@@ -300,4 +301,6 @@ def build_report(sweep_dir: str | Path, options: Mapping[str, Any] | None = None
         baselines=published_baselines(list(runs.values())), notes=tuple(notes),
         adaptive=design, evaluation=evaluation,
     )
+    model = add_cost(model, {arm: [r.path for (a, _), r in runs.items() if a == arm]
+                             for arm in arms})
     return Report(model=model, settings=settings, arms=tuple(arms), runs=runs, sweep_dir=root)

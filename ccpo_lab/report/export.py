@@ -15,10 +15,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from ccpo_lab.report.model import (
+    AdaptiveCostRow,
     AdaptiveLookRow,
     AdaptiveVerdictRow,
     ArmRow,
     ComparisonRow,
+    CostArmRow,
+    MoreCostRow,
     ReportModel,
     RiseRow,
     SeedRow,
@@ -54,7 +57,8 @@ def csv_tables(model: ReportModel) -> dict[str, str]:
       as ``<method> (published)`` rows when shown);
     * per_seed: ``arm``, ``seed``, then :class:`SeedRow` fields;
     * with an adaptive design, :func:`adaptive_csv`'s tables;
-    * with checkpoint evaluations, :func:`evaluation_csv`'s.
+    * with checkpoint evaluations, :func:`evaluation_csv`'s;
+    * when the runs recorded their cost, :func:`cost_csv`'s tables.
     """
     arms = _csv([*csv_header(ArmRow), "reference", *csv_header(RiseRow, "rise_")],
                 [[*csv_row(a), a.arm == model.reference, *csv_row(a.rise)] for a in model.arms])
@@ -68,7 +72,28 @@ def csv_tables(model: ReportModel) -> dict[str, str]:
     per_seed = _csv(["arm", "seed", *csv_header(SeedRow)],
                     [[a.arm, k, *csv_row(e)] for a in model.arms for k, e in a.per_seed.items()])
     return {"arms": arms, "comparisons": comparisons, "per_task": per_task,
-            "per_seed": per_seed, **adaptive_csv(model), **evaluation_csv(model)}
+            "per_seed": per_seed, **adaptive_csv(model), **evaluation_csv(model),
+            **cost_csv(model)}
+
+
+def cost_csv(model: ReportModel) -> dict[str, str]:
+    """The cost tables ({} when no run recorded a cost): ``cost`` (:class:`CostArmRow`
+    fields, device-hours in ``unit``), ``cost_sweep`` (device, unit, total, runs),
+    ``cost_more`` (:class:`MoreCostRow`) and, for an adaptive design, ``cost_adaptive``
+    (:class:`AdaptiveCostRow`)."""
+    c = model.cost
+    if c is None:
+        return {}
+    out = {"cost": _csv([*csv_header(CostArmRow), "unit"],
+                        [[*csv_row(a), c.unit] for a in c.arms]),
+           "cost_sweep": _csv(["device", "unit", "total", "runs"],
+                              [[c.device, c.unit, c.total, c.runs]]),
+           "cost_more": _csv([*csv_header(MoreCostRow), "unit"],
+                             [[*csv_row(m), c.unit] for m in c.more])}
+    if c.adaptive is not None:
+        out["cost_adaptive"] = _csv([*csv_header(AdaptiveCostRow), "unit"],
+                                    [[*csv_row(c.adaptive), c.unit]])
+    return out
 
 
 def adaptive_csv(model: ReportModel) -> dict[str, str]:

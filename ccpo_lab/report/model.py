@@ -372,6 +372,113 @@ class Note:
 
 
 @dataclass(frozen=True)
+class CostArmRow:
+    """What one arm's runs cost (:mod:`ccpo_lab.runs.cost`; hours are device-hours unless
+    named wall)."""
+
+    arm: str
+    """Arm."""
+    runs: int
+    """Runs with a recorded cost."""
+    completed: int
+    """Of them, completed."""
+    device: str | None
+    """``GPU`` or ``CPU``."""
+    devices: int | None
+    """Devices one run holds (the largest)."""
+    per_run: float | None
+    """Device-hours of one run: the mean of the completed runs (none completed: the runs
+    so far, each scaled to its final step): the cost the projections use."""
+    per_run_projected: bool
+    """``per_run`` is projected from runs not yet completed."""
+    total: float | None
+    """Device-hours spent by the arm's runs so far (every attempt)."""
+    wall_hours: float | None
+    """Mean wall time of a run, hours (every attempt)."""
+    attempts: int
+    """Attempts over the arm's runs (resumes and requeues add one each)."""
+    startup: float | None
+    """Mean wall hours per run in start-up and no timed phase."""
+    rollout: float | None
+    """Mean wall hours per run in rollouts."""
+    update: float | None
+    """Mean wall hours per run in updates (reference, advantages, policy update)."""
+    evaluation: float | None
+    """Mean wall hours per run in held-out evaluations."""
+    checkpoint: float | None
+    """Mean wall hours per run saving checkpoints."""
+    peak_memory_gb: float | None
+    """Largest peak memory of a run (GB)."""
+    memory_kind: str | None
+    """What it measures: ``GPU allocated`` (verl) or ``peak RSS`` (CPU)."""
+    throughput: float | None
+    """Mean throughput over the runs."""
+    throughput_unit: str | None
+    """Its unit: ``tokens/s/GPU`` (verl) or ``env steps/s`` (CPU)."""
+
+
+@dataclass(frozen=True)
+class MoreCostRow:
+    """What a comparison's seeds-needed figure would cost at the observed cost per run."""
+
+    arm: str
+    """X."""
+    reference: str
+    """Y."""
+    seeds_needed: int
+    """Seeds per arm needed (the comparison's figure)."""
+    more_arm: int
+    """Seeds X still needs."""
+    more_reference: int
+    """Seeds Y still needs."""
+    device_hours: float | None
+    """Their device-hours (None: no cost per run known)."""
+
+
+@dataclass(frozen=True)
+class AdaptiveCostRow:
+    """An adaptive design's device-hours against the fixed design of ``max_seeds`` seeds per
+    arm it replaces, at the observed cost per run."""
+
+    max_seeds: int
+    """Seeds per arm of the fixed design."""
+    runs: int
+    """Runs the design used (its arms' seeds)."""
+    fixed_runs: int
+    """Runs of the fixed design."""
+    device_hours: float | None
+    """Device-hours the design's runs used."""
+    fixed_device_hours: float | None
+    """The fixed design's, at the observed cost per run of each arm."""
+    saved: float | None
+    """``fixed_device_hours - device_hours``."""
+    saved_fraction: float | None
+    """``saved / fixed_device_hours``."""
+    finished: bool
+    """Every comparison of the design is closed (else it may use more)."""
+
+
+@dataclass(frozen=True)
+class CostSection:
+    """What the sweep cost, per arm and in total, and what more seeds would cost."""
+
+    device: str
+    """``GPU``, ``CPU`` (or both, ``GPU+CPU``)."""
+    unit: str
+    """``GPU-hours`` / ``CPU-hours``: the unit of every figure in hours."""
+    total: float
+    """Device-hours of the whole sweep so far."""
+    runs: int
+    """Runs with a recorded cost."""
+    arms: tuple[CostArmRow, ...] = field(metadata=NESTED)
+    """Per arm."""
+    more: tuple[MoreCostRow, ...] = field(metadata=NESTED)
+    """Per comparison with a seeds-needed figure."""
+    adaptive: AdaptiveCostRow | None = field(default=None, metadata=NESTED)
+    """The adaptive design against the fixed design (None: fixed seeds)."""
+
+
+@dataclass(frozen=True)
 class ReportModel:
     """The whole report (``ccpo-lab report --format json`` is :func:`to_plain` of it)."""
 
@@ -410,6 +517,8 @@ class ReportModel:
     evaluation: EvaluationSection | None = field(default=None, metadata=NESTED)
     """The checkpoint evaluations (``ccpo-lab evaluate``) and where the uncertainty comes
     from (:mod:`ccpo_lab.report.evaluation`; None: no run has one)."""
+    cost: CostSection | None = field(default=None, metadata=NESTED)
+    """What the runs cost (None: no run recorded its cost, e.g. imported runs)."""
 
     def arm(self, name: str) -> ArmRow:
         """The row of arm ``name`` (KeyError if absent)."""

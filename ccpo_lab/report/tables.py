@@ -226,6 +226,7 @@ def comparisons_table(model: ReportModel) -> Table:
         if c.power_sd_assumed:
             needed += ASSUMED_MARK
             assumed = True
+        needed += _more_hours(model, c.arm, c.reference)
         row = [name, fmt(c.diff, pct, signed=True), fmt_ci(c.ci, pct), fmt_p(c.p, model.alpha),
                fmt_p(c.p_holm, model.alpha), fmt_prob(c.prob_improvement)]
         if show_poi_ci:
@@ -243,7 +244,7 @@ def comparisons_table(model: ReportModel) -> Table:
              "else unresolved",
              f"seeds needed: per arm for power {model.power:g} at the observed Δ with the "
              f"same test, two-sided, at α/{m} = {model.alpha / max(m, 1):.3g} (Colas et al. "
-             "2018; paired: from the sd of the per-seed differences)",
+             "2018; paired: from the sd of the per-seed differences)" + _more_note(model),
              f"P(X>Y): probability that a seed of the arm beats a seed of {ref} "
              "(Mann–Whitney U / (n_x n_y))"
              + ("" if show_poi_ci else f"; its bootstrap interval is shown from "
@@ -441,9 +442,143 @@ def adaptive_verdicts_table(model: ReportModel) -> Table | None:
                  "thresholds", columns, tuple(rows), notes)
 
 
+def _more_hours(model: ReportModel, arm: str, reference: str) -> str:
+    """`` (+3.41 GPU-h)``: what a comparison's seeds needed would cost beyond the seeds
+    run ('' when unknown or nothing more is needed); short, so the table keeps its width."""
+    from ccpo_lab.report.cost import fmt_hours
+
+    if model.cost is None:
+        return ""
+    m = next((m for m in model.cost.more if (m.arm, m.reference) == (arm, reference)), None)
+    if m is None or m.device_hours is None or not (m.more_arm or m.more_reference):
+        return ""
+    return f" (+{fmt_hours(m.device_hours)} {model.cost.device}-h)"
+
+
+def _more_note(model: ReportModel) -> str:
+    """What ``(+N CPU-h)`` after a seeds-needed figure means ('' without costs)."""
+    c = model.cost
+    if c is None or not c.more:
+        return ""
+    return (f"; (+N {c.device}-h): about N more {c.unit} for the seeds beyond those run, at "
+            "each arm's observed cost per run")
+
+
+def _share(part: float | None, whole: float | None) -> str:
+    if part is None or not whole:
+        return DASH
+    return f"{100 * part / whole:.0f}%"
+
+
+def _hms(hours: float | None) -> str:
+    """``h:mm:ss`` of a duration in hours, or a dash."""
+    if hours is None:
+        return DASH
+    s = int(round(hours * 3600.0))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def _one(values: set[str | None]) -> str | None:
+    """The single value of ``values`` (None values ignored), else None."""
+    known = {v for v in values if v}
+    return known.pop() if len(known) == 1 else None
+
+
+def cost_table(model: ReportModel) -> Table | None:
+    """Arm | runs | device-hours per run | total | wall per run | peak memory | throughput,
+    and the sweep's total: what the study cost."""
+    from ccpo_lab.report.cost import fmt_hours
+
+    c = model.cost
+    if c is None:
+        return None
+    u = c.unit
+    mem_kind = _one({a.memory_kind for a in c.arms})
+    rate_unit = _one({a.throughput_unit for a in c.arms})
+    rows = [(a.arm + (INTERIM_MARK if a.per_run_projected else ""), str(a.runs),
+             fmt_hours(a.per_run), fmt_hours(a.total), _hms(a.wall_hours),
+             DASH if a.peak_memory_gb is None else f"{a.peak_memory_gb:.2f}",
+             DASH if a.throughput is None else f"{a.throughput:,.3g}") for a in c.arms]
+    rows.append(("all arms", str(c.runs), DASH, fmt_hours(c.total), DASH, DASH, DASH))
+    columns = (Column("arm", "l", wrap=True), Column("runs"), Column(f"{u} per run"),
+               Column(f"{u} total"), Column("wall per run"),
+               Column(f"peak memory (GB{', ' + mem_kind if mem_kind else ''})"),
+               Column(f"throughput{' (' + rate_unit + ')' if rate_unit else ''}"))
+    notes = [f"{u}: devices held x wall time, summed over every attempt of a run (resumes "
+             "and requeues included); per run: the mean of the arm's completed runs"
+             + (f" ({INTERIM_MARK} none completed yet: projected from the runs so far to "
+                "their final step)" if any(a.per_run_projected for a in c.arms) else ""),
+             "peak memory: the largest over the arm's runs (GPU allocated on verl, the "
+             "process's peak RSS on the CPU backend); throughput: mean over steps and runs "
+             "(tokens/s/GPU on verl, environment steps/s on the CPU backend)"]
+    retried = [f"{a.arm} ({a.attempts} attempts for {a.runs} runs)" for a in c.arms
+               if a.attempts > a.runs]
+    if retried:
+        notes.append("runs restarted: " + ", ".join(retried))
+    return Table("cost", f"cost per arm ({u})", columns, tuple(rows), tuple(notes))
+
+
+PHASE_COLUMNS = (("start-up", "startup"), ("rollout", "rollout"), ("update", "update"),
+                 ("evaluation", "evaluation"), ("checkpoint", "checkpoint"))
+"""Columns of the time-per-phase table, each with the field of
+:class:`~ccpo_lab.report.model.CostArmRow` it shows."""
+
+
+def cost_phases_table(model: ReportModel) -> Table | None:
+    """Arm | wall per run | start-up | rollout | update | evaluation | checkpoint: where a
+    run's wall time goes, as shares."""
+    c = model.cost
+    if c is None or all(a.rollout is None and a.update is None for a in c.arms):
+        return None
+    rows = [(a.arm, _hms(a.wall_hours),
+             *(_share(getattr(a, f), a.wall_hours) for _, f in PHASE_COLUMNS))
+            for a in c.arms]
+    notes = ("share of a run's wall time (mean over the arm's runs) in each phase, as the "
+             "trainer times it per step (timing_s/* in the metrics); start-up: everything "
+             "in no timed phase (process and engine start, loading, the evaluation before "
+             "training where the trainer does not time it, waiting, work redone after a "
+             "restart)",)
+    return Table("cost_phases", "time per phase", (
+        Column("arm", "l", wrap=True), Column("wall per run"),
+        *(Column(t) for t, _ in PHASE_COLUMNS)), tuple(rows), notes)
+
+
+def more_cost_table(model: ReportModel) -> Table | None:
+    """Comparison | seeds needed | more seeds | device-hours: what resolving each
+    unresolved comparison would cost at the observed cost per run (and, for an adaptive
+    design, its device-hours against the fixed design it replaces)."""
+    from ccpo_lab.report.cost import fmt_hours
+
+    c = model.cost
+    if c is None or not (c.more or c.adaptive):
+        return None
+    u = c.unit
+    rows = [(f"{m.arm} vs {m.reference}", str(m.seeds_needed),
+             f"+{m.more_arm} / +{m.more_reference}", fmt_hours(m.device_hours))
+            for m in c.more]
+    notes = [f"seeds needed per arm (the comparisons' figure); more seeds: arm / reference "
+             f"beyond those reported; {u}: those seeds at each arm's observed {u} per run"]
+    a = c.adaptive
+    if a is not None:
+        rows.append((f"adaptive design (≤ {a.max_seeds} seeds per arm)", DASH,
+                     f"{a.runs} runs used", fmt_hours(a.device_hours)))
+        rows.append((f"the fixed design it replaces ({a.max_seeds} seeds per arm)", DASH,
+                     f"{a.fixed_runs} runs", fmt_hours(a.fixed_device_hours)))
+        saved = DASH if a.saved is None else (
+            f"{fmt_hours(a.saved)} {u} ({100 * (a.saved_fraction or 0):.0f}%)")
+        notes.append(f"adaptive design: {u} its looks used against the fixed design of "
+                     f"{a.max_seeds} seeds per arm at the same observed cost per run; saved "
+                     f"{saved}" + ("" if a.finished else " so far (the design is still "
+                                                         "running: it may use more)"))
+    return Table("cost_more", f"what more seeds would cost ({u})",
+                 (Column("comparison", "l", wrap=True), Column("seeds needed"),
+                  Column("more seeds"), Column(u)), tuple(rows), tuple(notes))
+
+
 TABLES: tuple[Callable[[ReportModel], Table | None], ...] = (
     arms_table, comparisons_table, adaptive_verdicts_table, adaptive_looks_table,
-    adaptive_seeds_table, rise_table, per_task_table, per_seed_table)
+    adaptive_seeds_table, rise_table, per_task_table, per_seed_table, cost_table,
+    cost_phases_table, more_cost_table)
 """The report's tables, in order (a builder returns None when its table does not apply)."""
 
 

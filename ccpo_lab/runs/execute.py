@@ -110,6 +110,7 @@ def execute_run(run_dir: str | Path, placement: Placement | None = None, *,
             return {"cancelled": True}
         where = placement if placement is not None else this_host()
         _interruptible()
+        attempt = _start_attempt(rd, where)
         rd.write_state("running", started=_now(), restarts=where.restarts,
                        host=socket.gethostname(), pid=os.getpid(), error=None,
                        traceback=None, exit=None, rate_from=None)
@@ -132,8 +133,36 @@ def execute_run(run_dir: str | Path, placement: Placement | None = None, *,
             _mark(rd, "failed", error=f"{type(e).__name__}: {e}",
                   traceback=traceback.format_exc())
             raise
+        finally:
+            if attempt:
+                _end_attempt(rd)
         rd.write_state("completed", summary=summary)
         return summary
+
+
+def _start_attempt(rd: RunDir, where: Placement) -> bool:
+    """Record the attempt's start and devices (:mod:`ccpo_lab.runs.cost`); False when the
+    run's configuration cannot be read (then ``_train`` fails, saying why)."""
+    from ccpo_lab.backends import backend_module
+    from ccpo_lab.runs.cost import start_attempt
+
+    try:
+        run = load_run_config(rd)
+        needs = backend_module(run.backend.kind).needs(run)
+    except Exception:  # noqa: BLE001 - reported by _train, which reads the same files
+        return False
+    with contextlib.suppress(OSError):
+        start_attempt(rd, needs, where)
+    return True
+
+
+def _end_attempt(rd: RunDir) -> None:
+    """Record the attempt's end with the outcome ``state.json`` holds now."""
+    from ccpo_lab.runs.cost import end_attempt
+
+    with contextlib.suppress(OSError, ValueError):
+        state = rd.read_state().get("state")
+        end_attempt(rd, "completed" if state == "running" else str(state))
 
 
 def _train(rd: RunDir, where: Placement) -> dict[str, Any]:

@@ -1,14 +1,19 @@
 """Idempotent, incremental sync of a sweep directory into MLflow, ready to browse.
 
 One parent run per sweep (tag ``ccpo_lab.kind = sweep``) with the sweep's settings as
-params, a description, and (when a report is given) the report's headline numbers as
-metrics; one nested child run per run directory (``ccpo_lab.kind = run``, keyed by the
-``ccpo_lab.run_id`` tag) with:
+params, a description, the sweep's cost (``cost/device_hours``, ``cost/<arm>/...``) and
+(when a report is given) the report's headline numbers as metrics; one nested child run
+per run directory (``ccpo_lab.kind = run``, keyed by the ``ccpo_lab.run_id`` tag) with:
 
 * params: the flattened resolved configuration (``config.yaml``), logged once;
 * tags: run id, arm, seed, estimator, git commit, backend, step-1 fingerprint, state
   (updated on every sync);
-* metrics: every numeric value of ``metrics.jsonl`` with its step;
+* metrics: every numeric value of ``metrics.jsonl`` with its step, and the report's
+  per-run summary (``summary/window_mean``: the converged-window mean, the number to
+  read; ``summary/window_sd``, ``summary/n_evals``, ``summary/first``, ``summary/best``
+  with ``summary/best_step`` and ``summary/best_bias``) and the run's cost
+  (``cost/device_hours``, ...: :mod:`ccpo_lab.tracking.summary`), logged again when they
+  change;
 * start and end time: when training started and ended (``state.json``), so MLflow shows
   the training's duration. A run that has not started yet is created at its first sync
   after it starts (MLflow cannot move a run's start later).
@@ -56,11 +61,14 @@ from ccpo_lab.tracking.store import (
     store_failure,
     store_lock,
 )
+from ccpo_lab.tracking.summary import WINDOW_MEAN
 
 if TYPE_CHECKING:
     from ccpo_lab.report.model import ReportModel
 
 KIND, RUN_ID, SYNCED = "ccpo_lab.kind", "ccpo_lab.run_id", "ccpo_lab.synced_step"
+PARAMS_TAG = "ccpo_lab.params_logged"
+"""Set once a child's params are all logged (a sync cut off before logs them next time)."""
 SWEEP_TAG, ARM_TAG = "ccpo_lab.sweep", "ccpo_lab.arm"
 NOTE = "mlflow.note.content"
 """The run description MLflow's UI shows."""
@@ -277,9 +285,13 @@ def _find_runs(client: Any, exp_id: str, filt: str) -> list[Any]:
 
 def shared_view(metric: str) -> str:
     """The runs page's view state (JSON, as the UI's Share writes it): grouped by the arm
-    tag, with the held-out ``metric``, the seed and the estimator as columns."""
-    columns = [f"metrics.`{metric}`", "tags.`ccpo_lab.seed`", "tags.`ccpo_lab.estimator`",
-               "attributes.`Duration`"]
+    tag, with the converged-window mean (``summary/window_mean``: the number to read; the
+    group's row averages it over the arm's seeds), the last held-out ``metric``, the seed
+    and the estimator as columns. (MLflow 3.17 sorts the metric columns by name, so the
+    window mean comes first only while no other metric column sorts before it: the
+    device-hours, ``cost/device_hours``, are one click away.)"""
+    columns = [f"metrics.`{WINDOW_MEAN}`", f"metrics.`{metric}`", "tags.`ccpo_lab.seed`",
+               "tags.`ccpo_lab.estimator`", "attributes.`Duration`"]
     return json.dumps({"groupBy": {"aggregateFunction": "average",
                                    "groupByKeys": [{"mode": "tag", "groupByData": ARM_TAG}]},
                        "selectedColumns": columns, "runsExpanded": {}})
@@ -390,6 +402,11 @@ def description(manifest: Mapping[str, Any], name: str, report: ReportModel | No
                       f"{report.adaptive.max_seeds} seeds per arm): the verdicts of its "
                       "comparisons are its own (tags `ccpo_lab.adaptive.*`, metrics "
                       "`adaptive/*` by look, artifact `adaptive/adaptive.json`)."]
+        if report.cost is not None:
+            from ccpo_lab.report.cost import fmt_hours
+
+            lines += ["", f"Cost: {fmt_hours(report.cost.total)} {report.cost.unit} over "
+                      f"{report.cost.runs} runs (metrics `cost/*`)."]
         lines += ["", "The full report (tables, figures) is in this run's artifacts, "
                   "`report/`."]
     return "\n".join(lines)
@@ -492,8 +509,11 @@ class _Child:
 
 
 def _sync_child(client: Any, exp_id: str, pid: str, root: Path, run: tuple[Any, ...],
-                child: Any | None, say: Callable[[str], None] | None = None) -> _Child:
-    """Create or update the child run of one run directory; send its new metric rows."""
+                child: Any | None, say: Callable[[str], None] | None = None,
+                summary: Callable[[FoundRun, RunDir], dict[str, float]] | None = None
+                ) -> _Child:
+    """Create or update the child run of one run directory; send its new metric rows and
+    (``summary``) its ``summary/*`` and ``cost/*`` when they may have changed."""
     from mlflow.entities import RunTag
 
     f, rd, info, state = run
@@ -502,17 +522,20 @@ def _sync_child(client: Any, exp_id: str, pid: str, root: Path, run: tuple[Any, 
         return _Child("pending", "SCHEDULED", None, Sent(0, None))  # created once it starts
     tags = _tags(rd, info, state, f.arm, f.seed, root)
     outcome = "fresh"
+    changed: list[Any] = []
     if child is None:
         outcome = "created"
         params = _params(rd, info)  # NotSynced before anything is created
         child = client.create_run(exp_id, run_name=f"{f.arm} seed {f.seed}"
                                   + ("" if f.suffix == 1 else f" ({f.path.name})"),
                                   start_time=t.start, tags={**tags, "mlflow.parentRunId": pid})
-        _log_new_params(client, child, params)
     else:
         changed = [RunTag(k, v) for k, v in tags.items() if child.data.tags.get(k) != v]
         if changed:
             client.log_batch(child.info.run_id, tags=changed)
+    if child.data.tags.get(PARAMS_TAG) != "1":
+        _log_new_params(client, child, params if outcome == "created" else _params(rd, info))
+        client.set_tag(child.info.run_id, PARAMS_TAG, "1")
 
     began = time.monotonic()
 
@@ -529,10 +552,41 @@ def _sync_child(client: Any, exp_id: str, pid: str, root: Path, run: tuple[Any, 
                         SYNCED, progress, root=rd.sweep_root)
     if sent.values and outcome == "fresh":
         outcome = "updated"
+    if summary is not None and (sent.values or changed or "summary/n_evals"
+                                not in child.data.metrics):
+        _log_summary(client, child, summary(f, rd), sent.last_step or 0)
     status = "FINISHED" if info.get("imported") else \
         _STATUS.get(str(state.get("state")), "RUNNING")
     _set_status(client, client.get_run(child.info.run_id), status, t.end)
     return _Child(outcome, status, t.end, sent)
+
+
+def _log_summary(client: Any, run: Any, values: Mapping[str, float], step: int) -> int:
+    """Log the values of ``values`` that differ from ``run``'s latest ones (at ``step``,
+    timestamped now); returns how many."""
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    new = [Metric(safe_key(k), v, now, step) for k, v in values.items()
+           if run.data.metrics.get(safe_key(k)) != v]
+    for i in range(0, len(new), MAX_METRICS):
+        client.log_batch(run.info.run_id, metrics=new[i:i + MAX_METRICS])
+    return len(new)
+
+
+def run_summary_values(settings: Any) -> Callable[[FoundRun, RunDir], dict[str, float]]:
+    """``(run, its directory) -> summary/* and cost/*`` of a child (:mod:`.summary`);
+    ``settings``: the report's (None: ``cost/*`` only)."""
+    from ccpo_lab.runs.cost import read_cost
+    from ccpo_lab.tracking.summary import cost_values, summary_values
+
+    def values(f: FoundRun, rd: RunDir) -> dict[str, float]:
+        out = cost_values(read_cost(rd))
+        if settings is not None:
+            out.update(summary_values(f, settings))
+        return out
+
+    return values
 
 
 def _has_rows(rd: RunDir) -> bool:
@@ -556,10 +610,32 @@ def _child_warnings(f: FoundRun, sent: Sent) -> list[str]:
     return out
 
 
+def _sweep_cost(root: Path, report: ReportModel | None) -> dict[str, float]:
+    """``cost/*`` of the parent: device-hours per arm and in total (every sync); with a
+    report, also what each comparison's seeds needed would cost
+    (``cost/<arm>_vs_<reference>/more_device_hours``) and an adaptive design's saving."""
+    from ccpo_lab.report.cost import sweep_cost_values
+
+    out = {safe_key(k): v for k, v in sweep_cost_values(root).items()}
+    c = report.cost if report is not None else None
+    if c is not None:
+        for m in c.more:
+            if m.device_hours is not None:
+                out[safe_key(f"cost/{m.arm}_vs_{m.reference}/more_device_hours")] = \
+                    m.device_hours
+        a = c.adaptive
+        if a is not None:
+            for k, v in (("used", a.device_hours), ("fixed_design", a.fixed_device_hours),
+                         ("saved", a.saved)):
+                if v is not None:
+                    out[f"cost/adaptive/{k}_device_hours"] = v
+    return out
+
+
 def _update_parent(client: Any, pid: str, manifest: Mapping[str, Any], key: str,
-                   report: ReportModel | None, step: int, artifacts: list[Path] | None
-                   ) -> tuple[int, bool]:
-    """The parent's params, description, headline metrics and report files.
+                   report: ReportModel | None, step: int, artifacts: list[Path] | None,
+                   root: Path) -> tuple[int, bool]:
+    """The parent's params, description, headline metrics, ``cost/*`` and report files.
 
     Returns:
         ``(headline numbers logged, whether the report files were logged)``.
@@ -578,6 +654,7 @@ def _update_parent(client: Any, pid: str, manifest: Mapping[str, Any], key: str,
     items = [Metric(k, v, now, step) for k, v in headline.items()]
     for i in range(0, len(items), MAX_METRICS):
         client.log_batch(pid, metrics=items[i:i + MAX_METRICS])
+    _log_summary(client, parent, _sweep_cost(root, report), step)
     if artifacts is not None:  # the report's own files, nothing else of its directory
         for path in artifacts:
             client.log_artifact(pid, str(path), artifact_path="report")
@@ -633,11 +710,16 @@ def _sync(root: Path, manifest: Mapping[str, Any], uri: str, local: bool,
     pid = _parent(client, exp_id, key, min(starts) if starts else None).info.run_id
     children = {r.data.tags.get(RUN_ID): r for r in _find_runs(
         client, exp_id, f"tags.`{KIND}` = 'run' and tags.`mlflow.parentRunId` = '{pid}'")}
+    from ccpo_lab.tracking.summary import summary_settings
+
+    arms = sorted({f.arm for f, *_ in found})
+    listed = [a for a in manifest.get("arms") or [] if a in arms]
+    summary = run_summary_values(summary_settings(manifest, listed or arms))
     done, synced = [], []
     for run in found:
         try:
             done.append(_sync_child(client, exp_id, pid, root, run,
-                                    children.get(run[2]["run_id"]), say))
+                                    children.get(run[2]["run_id"]), say, summary))
             synced.append(run)
         except NotSynced as e:
             warnings.append(f"{run[0].arm} seed {run[0].seed}: {e}; not synced (mend it, then "
@@ -646,7 +728,8 @@ def _sync(root: Path, manifest: Mapping[str, Any], uri: str, local: bool,
     count = {k: sum(c.outcome == k for c in done)
              for k in ("created", "updated", "fresh", "pending")}
     step = max((c.sent.last_step for c in done if c.sent.last_step is not None), default=0)
-    headline, logged = _update_parent(client, pid, manifest, key, report, step, artifacts)
+    headline, logged = _update_parent(client, pid, manifest, key, report, step, artifacts,
+                                      root)
     if report is not None and report.evaluation is not None:
         from ccpo_lab.tracking.evaluation import log_children
 

@@ -50,18 +50,47 @@ class Sent:
     """The first of them."""
 
 
+@dataclass(frozen=True)
+class _Read:
+    """Where a pass over a metrics file ended: its first ``offset`` bytes (``lines``
+    complete lines) hold rows in order, the last at step ``last_step``."""
+
+    identity: tuple[int, int]
+    offset: int
+    lines: int
+    last_step: int
+
+
+_READ: dict[tuple[Path, str], _Read] = {}
+"""The end of the last clean pass over each (file, MLflow run) in this process: a live sync
+(``sync --watch``) reads only what was appended since, when MLflow holds every row before
+it."""
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 class _Rows:
     """The rows of a metrics file after step ``after``, in order; stops at the first line
-    that is not a row or a step that does not follow the previous one."""
+    that is not a row or a step that does not follow the previous one. ``resume``: a
+    previous pass over the same file, whose rows are all at or before ``after``: this one
+    starts where it ended."""
 
-    def __init__(self, path: Path, after: int, root: Path | None = None) -> None:
-        self.scan = MetricsScan(path, keep=1, root=root)
+    def __init__(self, path: Path, after: int, resume: _Read | None = None,
+                 root: Path | None = None) -> None:
+        self.scan = MetricsScan(path, keep=1, start=resume.offset if resume else 0,
+                                line=resume.lines if resume else 0, root=root)
         self.after = after
-        self.last_step: int | None = None
+        self.last_step: int | None = resume.last_step if resume else None
         self.stopped: LineProblem | None = None
 
     def __iter__(self) -> Iterator[Row]:
-        prev = None
+        prev = self.last_step
         for row in self.scan:
             if self.scan.n_problems:
                 break
@@ -124,7 +153,12 @@ def send_metrics(client: Any, run_id: str, path: Path, after: int, base_ms: int,
     """
     from mlflow.entities import RunTag
 
-    rows = _Rows(path, after, root)
+    key = (Path(path), run_id)
+    ident = _identity(Path(path))
+    known = _READ.pop(key, None)
+    usable = known is not None and known.identity == ident and known.last_step <= after \
+        and ident is not None and Path(path).stat().st_size >= known.offset
+    rows = _Rows(path, after, known if usable else None, root)
     size = path.stat().st_size if path.exists() else 0
     skipped: list[LineProblem] = []
 
@@ -142,4 +176,7 @@ def send_metrics(client: Any, run_id: str, path: Path, after: int, base_ms: int,
         if progress is not None and time.monotonic() - shown >= PROGRESS_EVERY_S:
             progress(sent, rows.scan.offset / size if size else 1.0)
             shown = time.monotonic()
+    if rows.stopped is None and ident is not None and rows.last_step is not None \
+            and rows.scan.n_problems == 0:
+        _READ[key] = _Read(ident, rows.scan.offset, rows.scan.lines, rows.last_step)
     return Sent(sent, rows.last_step, rows.stopped, counts[0], skipped[0] if skipped else None)

@@ -12,7 +12,7 @@ import pytest
 from ccpo_lab.cli.main import main
 from tests.conftest import snapshot
 
-HEAVY = ["torch", "ray", "mlflow", "verl", "alfworld", "submitit", "textworld", "hydra",
+HEAVY = ["torch", "ray", "mlflow", "wandb", "verl", "alfworld", "submitit", "textworld", "hydra",
          "omegaconf", "pandas", "scipy", "matplotlib"]
 
 

@@ -122,7 +122,8 @@ def demo_like_study(tmp: Path, results: Path, *, seed: int = 0,
     every arm starts from the same warm start (20.8% at step 0, identical step-1
     rollouts) and rises towards its seed's plateau (:data:`DEMO_WINDOW`) with binomial
     evaluation noise; per-task successes are counts out of 8 that add up to the overall
-    rate; runs are completed, with training start and end times in ``state.json``.
+    rate; runs are completed, with training start and end times in ``state.json`` and the
+    same attempt (one CPU) in ``run.json["cost"]``.
     """
     import numpy as np
 
@@ -153,9 +154,13 @@ def demo_like_study(tmp: Path, results: Path, *, seed: int = 0,
                   extra={"val/n_episodes": 48})
         write_step1(rd, episodes())
         start = 1_764_500_000 + 300 * i  # 2025-11-30, runs two at a time
+        end = start + 240 + int(rng.integers(0, 60))
         atomic_write_json(rd.state_json, {
             "state": "completed", "step": 60, "total_steps": 60,
-            "started": _iso(start), "updated": _iso(start + 240 + int(rng.integers(0, 60)))})
+            "started": _iso(start), "updated": _iso(end)})
+        rd.update_run(cost={"device": "CPU", "attempts": [  # one CPU thread, as the demo
+            {"started": _iso(start), "ended": _iso(end), "host": "test", "device": "CPU",
+             "devices": 1, "nodes": 1, "end": "completed"}]})
     return sweep_dir
 
 

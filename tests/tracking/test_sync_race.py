@@ -121,7 +121,15 @@ def _store(sweep_dir: Path) -> tuple[int, dict[str, int], int]:
                             "GROUP BY value").fetchall()
         ids = con.execute("SELECT value, COUNT(*) FROM tags WHERE key = 'ccpo_lab.run_id' "
                           "GROUP BY value").fetchall()
-        rows = con.execute("SELECT COUNT(*) FROM metrics").fetchone()[0]
+        rows = con.execute("SELECT COUNT(*) FROM metrics WHERE key NOT LIKE 'summary/%' "
+                           "AND key NOT LIKE 'cost/%'").fetchone()[0]
+        # the per-run summary: logged once per run and key (again only when it changes)
+        twice = con.execute("SELECT run_uuid, key, COUNT(*) FROM metrics WHERE key LIKE "
+                            "'summary/%' GROUP BY run_uuid, key HAVING COUNT(*) > 1").fetchall()
+        summaries = con.execute("SELECT COUNT(DISTINCT run_uuid) FROM metrics WHERE key = "
+                                "'summary/n_evals'").fetchone()[0]
+    assert not twice, twice
+    assert summaries == len(dict(ids))
     return dict(kinds).get("sweep", 0), dict(ids), int(rows)
 
 

@@ -34,10 +34,11 @@ from ccpo_lab.errors import UserError
 
 if TYPE_CHECKING:
     from ccpo_lab.backends.local.games import GameSet, GameSpec
-    from ccpo_lab.backends.local.rollout import Episode
+    from ccpo_lab.backends.local.rollout import Episode, Timer
     from ccpo_lab.config.schema import RunConfig
     from ccpo_lab.placement import Needs, Placement
     from ccpo_lab.runs.layout import RunDir
+    from ccpo_lab.tracking.wandb_run import LiveRun
 
 Progress = Callable[[int, int, "float | None"], None]
 """``progress(step, total_steps, last held-out success)``."""
@@ -50,14 +51,6 @@ def needs(run: RunConfig) -> Needs:
     from ccpo_lab.placement import Needs
 
     return Needs(nodes=1, gpus_per_node=0, cpus=run.backend.local.num_threads)
-
-
-def resume_step(rd: RunDir) -> int | None:
-    """The step of the newest complete checkpoint (what :func:`train` resumes from)."""
-    from ccpo_lab.backends.local.checkpoint import list_checkpoints
-
-    found = list_checkpoints(rd.checkpoints)
-    return found[-1][0] if found else None
 
 
 def game_spec(run: RunConfig) -> GameSpec:
@@ -128,20 +121,45 @@ def _record_step1(rd: RunDir, step: int, episodes: list[Episode]) -> None:
                          "file": str(rollout_file(rd.rollouts, 1).relative_to(rd.path))})
 
 
+def resume_step(rd: RunDir) -> int | None:
+    """The step of the checkpoint :func:`train` resumes from (:func:`resumable_checkpoint`:
+    the newest whose step has its metrics row)."""
+    found = _resumable(rd)
+    return None if found is None else found[0]
+
+
 def train(run: RunConfig, rd: RunDir, placement: Placement | None = None,
           progress: Progress | None = None) -> dict[str, Any]:
     """Train ``run`` in ``rd`` to ``total_steps``, resuming from its newest checkpoint.
 
     ``placement``: where the launcher put it (one CPU task; nothing in it changes results).
-    Longer than most functions on purpose: the run's life (resume or start, then step,
-    evaluate, checkpoint, record) reads top to bottom in one place.
+    When the sweep logs to Weights & Biases (``tracking.wandb``), every metrics row goes to
+    the run's W&B run too (:class:`ccpo_lab.tracking.wandb_run.LiveRun`), closed with the
+    run's summary.
 
     Returns a summary (final held-out success, steps, wall time, throughput).
     """
+    from ccpo_lab.tracking.wandb_run import final_summary, open_live_run
+
+    live = open_live_run(run, rd)
+    try:
+        out = _train(run, rd, progress, live)
+    except BaseException:
+        if live is not None:
+            live.finish(exit_code=1)
+        raise
+    if live is not None:
+        live.finish(final_summary(rd))
+    return out
+
+
+def _train(run: RunConfig, rd: RunDir, progress: Progress | None,
+           live: LiveRun | None) -> dict[str, Any]:
+    """:func:`train`'s work. Longer than most functions on purpose: the run's life (resume
+    or start, then step, evaluate, checkpoint, record) reads top to bottom in one place."""
     import torch
 
     from ccpo_lab.backends.local.checkpoint import (
-        latest_checkpoint,
         load_checkpoint,
         remove_partial,
         save_best,
@@ -160,7 +178,7 @@ def train(run: RunConfig, rd: RunDir, placement: Placement | None = None,
                          "n_train": len(games.train), "n_eval": len(games.eval)})
     trainer = Trainer(run, games, estimator=estimator)
     remove_partial(rd.checkpoints)
-    ckpt = latest_checkpoint(rd.checkpoints)
+    ckpt = resumable_checkpoint(rd)
     resumed_from: int | None = None
     last_val: float | None = None
     best = _BestSoFar(rd, run, games.root.name)
@@ -182,9 +200,13 @@ def train(run: RunConfig, rd: RunDir, placement: Placement | None = None,
         row = trainer.initialise()
         if trainer.warm_start_provenance is not None:
             rd.update_run(warm_start=trainer.warm_start_provenance)
+        t0 = time.perf_counter()
         row.update(trainer.evaluate(0))
+        row.update({"timing_s/testing": time.perf_counter() - t0, **_memory()})
         last_val = row.get(VAL_METRIC)
         append_metrics(rd.metrics, 0, row)
+        if live is not None:
+            live.log(0, row)
         best.offer(0, last_val, trainer, save_best)
     total = p.total_steps
     eval_steps = set(p.eval_steps)
@@ -192,16 +214,28 @@ def train(run: RunConfig, rd: RunDir, placement: Placement | None = None,
     if progress is not None:
         progress(trainer.step, total, last_val)
     while trainer.step < total:
+        t0, before = time.perf_counter(), trainer.timer.snapshot()
         row = trainer.train_step(on_rollouts=lambda k, eps: _record_step1(rd, k, eps))
+        spent = trainer.timer - before
+        row.update(_step_timing(spent))
         k = trainer.step
         if k in eval_steps:
+            t1 = time.perf_counter()
             row.update(trainer.evaluate(k))
+            row["timing_s/testing"] = time.perf_counter() - t1
             last_val = row.get(VAL_METRIC, last_val)
-        append_metrics(rd.metrics, k, row)
         if k % p.save_freq == 0 or k == total:
+            # before the row, whose time it is in; a run killed between the two resumes
+            # from the checkpoint before (resumable_checkpoint)
+            t1 = time.perf_counter()
             save_checkpoint(rd.checkpoints, k, {"run_id": run.run_id, "games": games.root.name,
                                                 "last_val": last_val,
                                                 "trainer": trainer.state_dict()})
+            row["timing_s/save_checkpoint"] = time.perf_counter() - t1
+        row.update(_throughput(spent, time.perf_counter() - t0))
+        append_metrics(rd.metrics, k, row)
+        if live is not None:
+            live.log(k, row)
         if k in eval_steps:
             best.offer(k, row.get(VAL_METRIC), trainer, save_best)
         rd.write_state("running", step=k, total_steps=total, last_val=last_val)
@@ -213,6 +247,62 @@ def train(run: RunConfig, rd: RunDir, placement: Placement | None = None,
             "wall_s": round(wall, 2), "env_steps": t.env_steps, "env_s": round(t.env, 2),
             "policy_s": round(t.policy, 2),
             "env_steps_per_s": round(t.env_steps / wall, 1) if wall > 0 else None}
+
+
+def resumable_checkpoint(rd: RunDir) -> Path | None:
+    """The newest checkpoint whose step has its metrics row (None: start afresh).
+
+    A checkpoint is saved just before its step's row is appended; a run killed between
+    the two resumes from the checkpoint before (whose rows are all there), so no row is
+    lost.
+    """
+    found = _resumable(rd)
+    return None if found is None else found[1]
+
+
+def _resumable(rd: RunDir) -> tuple[int, Path] | None:
+    """(step, file) of :func:`resumable_checkpoint`."""
+    from ccpo_lab.backends.local.checkpoint import list_checkpoints
+    from ccpo_lab.runs.metrics import MetricsScan
+
+    found = list_checkpoints(rd.checkpoints)
+    if not found:
+        return None
+    logged = {row.step for row in MetricsScan(rd.metrics, keep=0)}
+    usable = [(step, path) for step, path in found if step in logged]
+    return usable[-1] if usable else None
+
+
+def _step_timing(spent: Timer) -> dict[str, float]:
+    """A step's phases under verl's names (:data:`ccpo_lab.runs.cost.PHASES`): the rollout
+    (engines and policy forwards), the reference pass, the estimator, the PPO update."""
+    return {"timing_s/gen": spent.env + spent.forward, "timing_s/ref": spent.reference,
+            "timing_s/adv": spent.estimator, "timing_s/update_actor": spent.update}
+
+
+def _throughput(spent: Timer, wall: float) -> dict[str, float]:
+    """The step's wall time (evaluation and checkpoint included), its training environment
+    steps per second of that time, and the peak memory."""
+    out = {"timing_s/step": wall, **_memory()}
+    if wall > 0:
+        out["perf/env_steps_per_s"] = spent.env_steps / wall
+    return out
+
+
+def _memory() -> dict[str, float]:
+    """``perf/max_rss_gb``: the process's peak resident set so far."""
+    from ccpo_lab.runs.cost import peak_rss_gb
+
+    return {"perf/max_rss_gb": peak_rss_gb()}
+
+
+def describe(run: RunConfig, rd: RunDir, placement: Placement | None = None) -> str:
+    """The command that executes ``run``, with what it will do."""
+    p, cfg = run.protocol, run.backend.local
+    cmd = shlex.join(["python", "-m", "ccpo_lab.runs.execute", str(rd.path)])
+    return (f"{cmd}  # local CPU backend: {p.total_steps} steps x {p.train_batch_size} tasks x "
+            f"{p.group_size} rollouts on {cfg.n_train_games} generated games, "
+            f"{p.val_batch_size} held-out episodes every {p.test_freq} steps")
 
 
 class _BestSoFar:
@@ -244,12 +334,3 @@ class _BestSoFar:
         save(self.rd.checkpoints, step, self.value, VAL_METRIC,
              {"run_id": self.run.run_id, "games": self.games_key, "last_val": self.value,
               "trainer": trainer.state_dict()})
-
-
-def describe(run: RunConfig, rd: RunDir, placement: Placement | None = None) -> str:
-    """The command that executes ``run``, with what it will do."""
-    p, cfg = run.protocol, run.backend.local
-    cmd = shlex.join(["python", "-m", "ccpo_lab.runs.execute", str(rd.path)])
-    return (f"{cmd}  # local CPU backend: {p.total_steps} steps x {p.train_batch_size} tasks x "
-            f"{p.group_size} rollouts on {cfg.n_train_games} generated games, "
-            f"{p.val_batch_size} held-out episodes every {p.test_freq} steps")

@@ -10,9 +10,11 @@ values of the run's protocol, model and layout, then what ccpo-lab adds:
   (arm and seed), ``env.seed`` (run seeds spaced so verl-agent's environment streams never
   overlap: :mod:`ccpo_lab.integrations.verl_agent_seeds`), placeholder data files,
   checkpoints and resume in the run directory, and the file logger writing the run's
-  ``metrics.jsonl``. ``actor_rollout_ref.rollout.seed`` is never set: verl-agent's vLLM
-  rollout would copy it into every request's sampling parameters, so the rollouts of a
-  group would be identical; the hooks seed vLLM's engine and each request instead;
+  ``metrics.jsonl`` (verl's ``wandb`` logger beside it when the sweep's ``tracking.wandb``
+  is on: :func:`ccpo_lab.tracking.wandb_run.verl_logging`).
+  ``actor_rollout_ref.rollout.seed`` is never set: verl-agent's vLLM rollout would copy it
+  into every request's sampling parameters, so the rollouts of a group would be identical;
+  the hooks seed vLLM's engine and each request instead;
 - the hook itself: ``++ray_init.runtime_env.worker_process_setup_hook`` and the environment
   variables every Ray worker needs (``++ray_init.runtime_env.env_vars.*``: the run
   directory, the run seed, ``backend.verl.ray_env`` and ``backend.verl.env``).
@@ -148,6 +150,7 @@ def build_command(run: RunConfig, run_dir: Path, *, resume: bool = False,
     penalty = p.invalid_action_penalty
     num_cpus = s.ray_num_cpus
     given = placement.cpus if placement is not None else None
+    wandb = _wandb_logging(run, rd)
     if num_cpus is None and s.nnodes == 1 and given is not None and given > 1:
         num_cpus = given
 
@@ -207,8 +210,8 @@ def build_command(run: RunConfig, run_dir: Path, *, resume: bool = False,
         "env.alfworld.eval_dataset=eval_in_distribution",
         f"env.resources_per_worker.num_cpus={s.env_cpus_per_worker!r}",
         "trainer.critic_warmup=0",
-        "trainer.logger=[console,file]",
-        f"trainer.project_name={run.sweep}",
+        f"trainer.logger=[{','.join(wandb.loggers)}]",
+        f"trainer.project_name={wandb.project or run.sweep}",
         f"trainer.experiment_name={experiment_name(run)}",
         f"trainer.n_gpus_per_node={s.n_gpus_per_node}",
         f"trainer.nnodes={s.nnodes}",
@@ -229,7 +232,7 @@ def build_command(run: RunConfig, run_dir: Path, *, resume: bool = False,
 
         ov += cpu_overrides()
     ov += estimator_overrides(run)[1:]
-    worker_env = _worker_env(run, rd)
+    worker_env = {**_worker_env(run, rd), **wandb.env}
     ov.append(f"++ray_init.runtime_env.worker_process_setup_hook={SETUP_HOOK}")
     for k, v in worker_env.items():
         ov.append(f"++ray_init.runtime_env.env_vars.{k}={hydra_value(v)}")
@@ -255,6 +258,15 @@ def build_command(run: RunConfig, run_dir: Path, *, resume: bool = False,
     }
     return TrainerCommand(argv=argv, overrides=tuple(ov), env=env, cwd=str(rd / "logs"),
                           determinism=determinism)
+
+
+def _wandb_logging(run: RunConfig, rd: Path) -> Any:
+    """verl's loggers, W&B's project and ``WANDB_*`` variables from the sweep's
+    ``tracking.wandb`` (:func:`ccpo_lab.tracking.wandb_run.verl_logging`; off: the file
+    logger and the console alone, no variable)."""
+    from ccpo_lab.tracking.wandb_run import verl_logging
+
+    return verl_logging(run, rd)
 
 
 def _worker_env(run: RunConfig, rd: Path) -> dict[str, str]:

@@ -14,6 +14,7 @@ another run's).
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ import torch
 from ccpo_lab.backends.local import speedups, warmstart
 from ccpo_lab.backends.local import trainer as trainer_mod
 from ccpo_lab.backends.local.policy import ActionScorer, PolicyInput, token_overlap
+from ccpo_lab.runs.cost import MEASURED_PREFIXES
 from ccpo_lab.runs.metrics import read_metrics
 
 pytestmark = pytest.mark.slow
@@ -73,7 +75,11 @@ def _sweep(workdir: Path, results: Path, games: Path) -> dict[str, bytes]:
         rd = RunDir(sw.sweep_dir(results) / run.arm / f"seed-{run.seed}")
         init_run_dir(rd, run)
         train(run, rd)
-        out[f"{run.arm}/metrics.jsonl"] = rd.metrics.read_bytes()
+        # every value the training computes (timings and memory measure the machine)
+        out[f"{run.arm}/metrics.jsonl"] = json.dumps(
+            [(r["step"], {k: v for k, v in r["data"].items()
+                          if not k.startswith(MEASURED_PREFIXES)})
+             for r in read_metrics(rd.metrics)]).encode()
         for f in sorted(rd.rollouts.iterdir()):
             out[f"{run.arm}/{f.name}"] = f.read_bytes()
     return out
