@@ -32,14 +32,12 @@ def status(
     Reads the run directories and asks the scheduler once (with a short timeout); it never
     waits for a job. A failed run shows its exception and the tail of its stderr.
     """
-    import json
 
     from ccpo_lab.errors import UserError
     from ccpo_lab.launch.display import make_console, print_status
     from ccpo_lab.launch.display import watch as watch_loop
     from ccpo_lab.launch.status import collect_status
     from ccpo_lab.runs.layout import SweepDir
-    from ccpo_lab.runs.owner import owner_record
 
     if not sweep_dir.is_dir():
         raise UserError("not a directory", file=sweep_dir,
@@ -50,24 +48,10 @@ def status(
                         file=sweep_dir)
     console = make_console()
     title = f"sweep {sweep_dir.name} ({sweep_dir})"
-    from ccpo_lab.evaluation.track import eval_status, print_eval_status, status_records
+    from ccpo_lab.evaluation.track import print_eval_status
 
     if as_json:
-        from ccpo_lab.launch.costline import sweep_usage
-
-        rows = collect_status(sweep_dir, runs)
-        usage = sweep_usage(rows)
-        spent = usage.per_run if usage is not None else {}
-        unit = usage.unit if usage is not None else None
-        evals = eval_status(sweep_dir)
-        records = [{**r.__dict__, "path": str(r.path), "terminal": r.terminal,
-                    "owner": owner_record(r.owner), "log": r.log,
-                    "device_hours": spent.get(str(r.path)), "device_unit": unit}
-                   for r in rows]
-        records += [{**r.__dict__, "path": str(r.path), "terminal": r.terminal,
-                     "owner": owner_record(r.owner), "log": r.log, "evaluation": e}
-                    for r, e in zip(evals, status_records(evals), strict=True)]
-        typer.echo(json.dumps(records, indent=2, default=str))
+        typer.echo(_as_json(sweep_dir, runs))
         return
     if watch:
         rows = watch_loop(sweep_dir, console, runs=runs, interval=interval, title=title)
@@ -85,6 +69,29 @@ def status(
     print_status(console, rows, title)
     _cost(console, rows)
     print_eval_status(console, sweep_dir)
+
+
+def _as_json(sweep_dir: Path, runs: list[Any]) -> str:
+    """``--json``: every run (with its device-hours), then every evaluation job."""
+    import json
+
+    from ccpo_lab.evaluation.track import eval_status, status_records
+    from ccpo_lab.launch.costline import sweep_usage
+    from ccpo_lab.launch.status import collect_status
+    from ccpo_lab.runs.owner import owner_record
+
+    rows = collect_status(sweep_dir, runs)
+    usage = sweep_usage(rows)
+    spent = usage.per_run if usage is not None else {}
+    unit = usage.unit if usage is not None else None
+    evals = eval_status(sweep_dir)
+    records = [{**r.__dict__, "path": str(r.path), "terminal": r.terminal,
+                "owner": owner_record(r.owner), "log": r.log,
+                "device_hours": spent.get(str(r.path)), "device_unit": unit} for r in rows]
+    records += [{**r.__dict__, "path": str(r.path), "terminal": r.terminal,
+                 "owner": owner_record(r.owner), "log": r.log, "evaluation": e}
+                for r, e in zip(evals, status_records(evals), strict=True)]
+    return json.dumps(records, indent=2, default=str)
 
 
 def _cost(console: Any, rows: list[RunStatus]) -> None:

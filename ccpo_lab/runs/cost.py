@@ -168,26 +168,36 @@ class _Metrics:
 
 
 def _scan(rd: RunDir) -> _Metrics:
-    """The cost metrics of ``rd``'s metrics file, streamed; lines that are not rows and
-    values that are not finite numbers are skipped (the report names them)."""
-    from ccpo_lab.runs.metrics import MetricsScan, value_problem
+    """The cost metrics of ``rd``'s metrics file, through the run-file gateway; lines that
+    are not rows, values that are not finite numbers and a file the gateway does not read
+    are skipped (the report names them)."""
+    from ccpo_lab.runs.metrics import MetricsScan
 
     phase_of = {k: p for p, ks in PHASES.items() for k in ks}
     out = _Metrics()
-    for row in MetricsScan(rd.metrics, keep=0):
-        if row.step > 0:
-            out.steps += 1
-        for k, v in row.data.items():
-            if value_problem(v) is not None or isinstance(v, bool):
-                continue
-            if k in phase_of:
-                out.phases[phase_of[k]] = out.phases.get(phase_of[k], 0.0) + float(v)
-            elif k in _PEAKS:
-                out.peak[k] = max(out.peak.get(k, float("-inf")), float(v))
-            elif k in _RATES:
-                out.sums[k] = out.sums.get(k, 0.0) + float(v)
-                out.counts[k] = out.counts.get(k, 0) + 1
+    try:
+        for row in MetricsScan(rd.metrics, keep=0, root=rd.sweep_root):
+            _add_row(out, row, phase_of)
+    except OSError:  # a file the run-file gateway does not read: the report names it
+        return _Metrics()
     return out
+
+
+def _add_row(out: _Metrics, row: Any, phase_of: Mapping[str, str]) -> None:
+    from ccpo_lab.runs.metrics import value_problem
+
+    if row.step > 0:
+        out.steps += 1
+    for k, v in row.data.items():
+        if value_problem(v) is not None or isinstance(v, bool):
+            continue
+        if k in phase_of:
+            out.phases[phase_of[k]] = out.phases.get(phase_of[k], 0.0) + float(v)
+        elif k in _PEAKS:
+            out.peak[k] = max(out.peak.get(k, float("-inf")), float(v))
+        elif k in _RATES:
+            out.sums[k] = out.sums.get(k, 0.0) + float(v)
+            out.counts[k] = out.counts.get(k, 0) + 1
 
 
 _PEAKS = {k for k, _ in PEAK_MEMORY}

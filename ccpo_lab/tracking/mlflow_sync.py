@@ -683,6 +683,29 @@ def _log_adaptive(client: Any, pid: str, root: Path) -> int:
     return len(record.state.looks)
 
 
+def _sync_children(client: Any, exp_id: str, pid: str, root: Path,
+                   manifest: Mapping[str, Any], found: list[tuple[Any, ...]],
+                   children: Mapping[Any, Any], warnings: list[str],
+                   say: Callable[[str], None] | None) -> tuple[list[_Child], list[Any]]:
+    """Sync every found run's child; (what each did, the runs synced). A run whose files
+    cannot be used is named in ``warnings`` and left out."""
+    from ccpo_lab.tracking.summary import summary_settings
+
+    arms = sorted({f.arm for f, *_ in found})
+    listed = [a for a in manifest.get("arms") or [] if a in arms]
+    summary = run_summary_values(summary_settings(manifest, listed or arms))
+    done, synced = [], []
+    for run in found:
+        try:
+            done.append(_sync_child(client, exp_id, pid, root, run,
+                                    children.get(run[2]["run_id"]), say, summary))
+            synced.append(run)
+        except NotSynced as e:
+            warnings.append(f"{run[0].arm} seed {run[0].seed}: {e}; not synced (mend it, then "
+                            "sync again)")
+    return done, synced
+
+
 def _sync(root: Path, manifest: Mapping[str, Any], uri: str, local: bool,
           experiment: str | None, artifacts: list[Path] | None, report: ReportModel | None,
           say: Callable[[str], None] | None = None) -> SyncResult:
@@ -710,20 +733,8 @@ def _sync(root: Path, manifest: Mapping[str, Any], uri: str, local: bool,
     pid = _parent(client, exp_id, key, min(starts) if starts else None).info.run_id
     children = {r.data.tags.get(RUN_ID): r for r in _find_runs(
         client, exp_id, f"tags.`{KIND}` = 'run' and tags.`mlflow.parentRunId` = '{pid}'")}
-    from ccpo_lab.tracking.summary import summary_settings
-
-    arms = sorted({f.arm for f, *_ in found})
-    listed = [a for a in manifest.get("arms") or [] if a in arms]
-    summary = run_summary_values(summary_settings(manifest, listed or arms))
-    done, synced = [], []
-    for run in found:
-        try:
-            done.append(_sync_child(client, exp_id, pid, root, run,
-                                    children.get(run[2]["run_id"]), say, summary))
-            synced.append(run)
-        except NotSynced as e:
-            warnings.append(f"{run[0].arm} seed {run[0].seed}: {e}; not synced (mend it, then "
-                            "sync again)")
+    done, synced = _sync_children(client, exp_id, pid, root, manifest, found, children,
+                                  warnings, say)
     left = len(warnings)
     count = {k: sum(c.outcome == k for c in done)
              for k in ("created", "updated", "fresh", "pending")}

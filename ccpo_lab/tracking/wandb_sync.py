@@ -126,7 +126,7 @@ def _rows_after(rd: RunDir, after: int) -> tuple[list[tuple[int, dict[str, float
     from ccpo_lab.runs.metrics import MetricsScan
 
     rows, last = [], -1
-    for row in MetricsScan(rd.metrics, keep=0):
+    for row in MetricsScan(rd.metrics, keep=0, root=rd.sweep_root):
         last = max(last, row.step)
         if row.step > after:
             rows.append((row.step, clean(row.data)))

@@ -17,6 +17,7 @@ from ccpo_lab.config.sweep import load_sweep
 from ccpo_lab.launch.plan import plan_sweep
 from ccpo_lab.launch.submit import decide
 from ccpo_lab.runs.layout import RunDir, init_run_dir
+from ccpo_lab.runs.metrics import append_metrics
 
 
 def _one_run(workdir: Path) -> tuple[list[str], RunDir]:
@@ -42,6 +43,8 @@ def test_dry_run_names_the_checkpoint_a_run_resumes_from_or_says_it_restarts(
     rd.write_state("interrupted", step=3, error="executor pid 9 killed by SIGKILL")
     rd.checkpoints.mkdir()
     (rd.checkpoints / "step-000002.pt").write_bytes(b"")
+    for step in range(4):       # the local backend resumes from a checkpoint whose row exists
+        append_metrics(rd.metrics, step, {"val/success_rate": 0.25})
     out = _plan(capsys, args)
     assert "resume: interrupted at step 3; resumes from its checkpoint at step 2" in out
     assert "1 resume" in out
