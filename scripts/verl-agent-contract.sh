@@ -15,9 +15,9 @@
 #     wandb / qwen-vl-utils), openai, fastapi and uvicorn (from its requirements.txt: the
 #     trainer module imports them), cachetools (vLLM brings it on a GPU), pillow and ALFWorld
 #     (its environment needs it), then
-#     `pip install --no-deps` of ccpo-lab plus what `ccpo_lab.integrations.trainer_env`
+#     `pip install --no-deps` of ccpo-lab plus what `ccpo_lab.backends.verl.trainer_env`
 #     lists, and its check. Rebuilt only when those inputs change.
-#  3. the patch check: `python -m ccpo_lab.integrations.verl_agent --verl-agent CHECKOUT
+#  3. the patch check: `python -m ccpo_lab.backends.verl.agent.trainer --verl-agent CHECKOUT
 #     --check` (every patched attribute must print `ok`);
 #  4. `pytest -m "verl_agent and not rehearsal"` in that environment, over every test file
 #     that carries the verl_agent mark (tests/backends/verl/test_contract.py,
@@ -83,8 +83,8 @@ EXTRA=("openai" "fastapi" "uvicorn" "cachetools" "pillow" "alfworld==0.4.2" "gym
 # torchvision is left out: PyPI's Linux wheels need torch's CUDA libraries (with the CPU
 # torch its import fails, and transformers' ProcessorMixin with it). verl-agent's ALFWorld
 # module imports torchvision.transforms only for AlfredThorEnv images; the tests put a
-# stand-in for that import on PYTHONPATH (ccpo_lab/integrations/standins/).
-mapfile -t HOOK_REQS < <(PYTHONPATH="$REPO" "$PY" -m ccpo_lab.integrations.trainer_env --requirements)
+# stand-in for that import on PYTHONPATH (ccpo_lab/backends/verl/standins/).
+mapfile -t HOOK_REQS < <(PYTHONPATH="$REPO" "$PY" -m ccpo_lab.backends.verl.trainer_env --requirements)
 KEY="$(printf '%s\n' "$PINNED" "${VA_REQS[@]}" "${EXTRA[@]}" "${HOOK_REQS[@]}" \
         "$(sha256sum "$REPO/constraints.txt" | cut -c1-16)" | sha256sum | cut -c1-16)"
 STAMP="$VENV/.ccpo-lab-contract-$KEY"
@@ -105,12 +105,12 @@ else
   echo "== trainer environment $VENV is up to date"
   # the editable install follows the work tree; nothing to do
 fi
-"$VENV/bin/python" -m ccpo_lab.integrations.trainer_env --check
+"$VENV/bin/python" -m ccpo_lab.backends.verl.trainer_env --check
 
 # ---------------------------------------------------------------- 3. the patch check
 echo "== patch check"
-PYTHONPATH="$REPO/ccpo_lab/integrations/standins" \
-  "$VENV/bin/python" -m ccpo_lab.integrations.verl_agent --verl-agent "$CHECKOUT" --check
+PYTHONPATH="$REPO/ccpo_lab/backends/verl/standins" \
+  "$VENV/bin/python" -m ccpo_lab.backends.verl.agent.trainer --verl-agent "$CHECKOUT" --check
 
 # ---------------------------------------------------------------- 4. the contract tests
 cd "$REPO"

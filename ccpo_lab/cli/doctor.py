@@ -25,7 +25,7 @@ def doctor(
     launcher (Slurm, GPU slots) and disk here, and GPUs, flash-attn, the vLLM attention
     backend, ALFWorld data and the model where the runs execute (from a Slurm login node:
     with --on-node, in a one-node job); exit 1 when something needs fixing."""
-    from ccpo_lab.doctor import run_doctor, run_on_node
+    from ccpo_lab.backends.verl.doctor import run_doctor, run_on_node
     from ccpo_lab.errors import UserError
 
     sweep = None

@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ccpo_lab.backends.local.settings import LocalBackendConfig
+from ccpo_lab.backends.verl.settings import VerlBackendConfig
 from ccpo_lab.config.adaptive import AdaptiveConfig
 from ccpo_lab.config.launcher import LauncherSettings
-from ccpo_lab.config.local import LocalBackendConfig
 from ccpo_lab.config.protocol import ProtocolConfig
 from ccpo_lab.config.tracking import WandbConfig
-from ccpo_lab.config.verl import VerlBackendConfig
 
 
 @dataclass(frozen=True)

@@ -191,7 +191,7 @@ def verl_run_config() -> dict[str, Any]:
     (``CCPO_LAB_RUN_DIR``), added to verl's W&B config ({} outside a run)."""
     import os
 
-    from ccpo_lab.integrations.verl_agent_env import ENV_RUN_DIR
+    from ccpo_lab.backends.verl.agent.env import ENV_RUN_DIR
 
     where = os.environ.get(ENV_RUN_DIR)
     if not where:

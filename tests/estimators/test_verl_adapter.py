@@ -13,8 +13,8 @@ pytest.importorskip("verl")
 from verl import DataProto  # noqa: E402
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn  # noqa: E402
 
+from ccpo_lab.backends.verl.agent import advantage as adapter  # noqa: E402
 from ccpo_lab.estimators import EstimatorError, StepBatch, get_estimator  # noqa: E402
-from ccpo_lab.integrations import verl as adapter  # noqa: E402
 
 from .conftest import random_columns  # noqa: E402
 

@@ -172,7 +172,7 @@ def compare(ours: np.ndarray, theirs: np.ndarray, const: np.ndarray, tol: float 
 @pytest.mark.parametrize("seed", range(4))
 def test_grpo_through_the_adapter_equals_verl(seed: int) -> None:
     core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
-    from ccpo_lab.integrations import verl as adapter
+    from ccpo_lab.backends.verl.agent import advantage as adapter
 
     rng = np.random.default_rng(100 + seed)
     cols = shuffled(agent_columns(rng, n_tasks=6, n_traj=8, max_len=20, p_invalid=0.1), rng)
@@ -209,7 +209,7 @@ def test_padded_batch_difference_from_verl() -> None:
     core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
     from omegaconf import OmegaConf
 
-    from ccpo_lab.integrations import verl_agent_patches as P
+    from ccpo_lab.backends.verl.agent import patches as P
 
     rng = np.random.default_rng(11)
     cols = agent_columns(rng, n_tasks=16, n_traj=8, max_len=50, n_loc=25, p_invalid=0.1,
@@ -296,8 +296,8 @@ def test_hook_equals_verl_agent_own_functions(seed: int, tmp_path: Path) -> None
 def test_hook_takes_the_trainers_penalty() -> None:
     from omegaconf import OmegaConf
 
+    from ccpo_lab.backends.verl.agent import patches as P
     from ccpo_lab.estimators import ParamError
-    from ccpo_lab.integrations import verl_agent_patches as P
 
     def config(use: bool, coef: float) -> Any:
         return OmegaConf.create({"actor_rollout_ref": {"actor": {

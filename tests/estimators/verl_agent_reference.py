@@ -74,7 +74,7 @@ def main(checkout: str, src: str, dst: str) -> None:
     from verl.trainer.ppo.ray_trainer import apply_invalid_action_penalty
 
     assert verl.__file__.startswith(checkout), verl.__file__
-    from ccpo_lab.integrations import verl_agent_patches as P
+    from ccpo_lab.backends.verl.agent import patches as P
 
     P.patch_core_algos(core_algos)
     a = dict(np.load(src, allow_pickle=True))

@@ -136,11 +136,11 @@ def test_the_slurm_plan_shows_its_batch_script_once(repo: Path,
     text = capsys.readouterr().out
     assert "#SBATCH --array=0-14%4" in text and "#SBATCH --gpus-per-node=8" in text
     assert text.count("#SBATCH --array") == 1
-    assert text.count("python3 -m ccpo_lab.integrations.verl_agent") == 1
+    assert text.count("python3 -m ccpo_lab.backends.verl.agent.trainer") == 1
     assert len(text.encode()) < 12_000
     assert main(["sweep", str(repo / "sweeps" / "alfworld-qwen7b-slurm.yaml"), "--dry-run",
                  "--commands", "--results", str(tmp_path / "results")]) == 0
-    assert capsys.readouterr().out.count("python3 -m ccpo_lab.integrations.verl_agent") == 15
+    assert capsys.readouterr().out.count("python3 -m ccpo_lab.backends.verl.agent.trainer") == 15
     assert not (tmp_path / "results").exists()
 
 

@@ -274,7 +274,7 @@ def test_sync_pushes_a_sweep_once_and_then_only_what_is_new(
 
 _VERL_CHILD = """
 import json, sys
-from ccpo_lab.integrations import verl_agent_hooks as h
+from ccpo_lab.backends.verl.agent import hooks as h
 h.setup()
 from verl.utils.tracking import Tracking          # verl-agent's own, patched on import
 assert "verl-agent" in sys.modules["verl"].__file__, sys.modules["verl"].__file__

@@ -45,7 +45,7 @@ from ccpo_lab.backends.local.prompts import (
     SEG_TASK,
     TurnInput,
 )
-from ccpo_lab.config.local import POLICY_ENCODERS
+from ccpo_lab.backends.local.settings import POLICY_ENCODERS
 
 OVERLAP_SEGMENTS = (SEG_TASK, SEG_HISTORY, SEG_OBS)
 """Prompt segments whose word overlap with each action the scorer sees (consecutive ids)."""

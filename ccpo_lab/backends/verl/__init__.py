@@ -8,5 +8,5 @@
 - :mod:`.smoke` is the GPU smoke test behind ``scripts/gpu-smoke.sh``.
 
 The hooks that put ccpo-lab's estimators into the trainer live in
-:mod:`ccpo_lab.integrations.verl_agent_hooks`.
+:mod:`ccpo_lab.backends.verl.agent.hooks`.
 """

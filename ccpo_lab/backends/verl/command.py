@@ -8,7 +8,7 @@ values of the run's protocol, model and layout, then what ccpo-lab adds:
   resolved parameter), read by the hook in the TaskRunner actor;
 - names, seeds and files: ``trainer.project_name`` (sweep), ``trainer.experiment_name``
   (arm and seed), ``env.seed`` (run seeds spaced so verl-agent's environment streams never
-  overlap: :mod:`ccpo_lab.integrations.verl_agent_seeds`), placeholder data files,
+  overlap: :mod:`ccpo_lab.backends.verl.agent.seeds`), placeholder data files,
   checkpoints and resume in the run directory, and the file logger writing the run's
   ``metrics.jsonl`` (verl's ``wandb`` logger beside it when the sweep's ``tracking.wandb``
   is on: :func:`ccpo_lab.tracking.wandb_run.verl_logging`).
@@ -32,12 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ccpo_lab.backends.verl.checkout import CheckoutInfo, inspect_checkout
-from ccpo_lab.config.schema import RunConfig
-from ccpo_lab.errors import UserError
-from ccpo_lab.estimators.spec import typed_params
-from ccpo_lab.integrations import verl_agent_seeds as seeds
-from ccpo_lab.integrations.verl_agent_env import (
+from ccpo_lab.backends.verl.agent import seeds as seeds
+from ccpo_lab.backends.verl.agent.env import (
     ENV_CAPTURE_PHI,
     ENV_DEVICE,
     ENV_METRICS,
@@ -45,11 +41,15 @@ from ccpo_lab.integrations.verl_agent_env import (
     ENV_RUN_SEED,
     ENV_VLLM_SEED,
 )
+from ccpo_lab.backends.verl.checkout import CheckoutInfo, inspect_checkout
+from ccpo_lab.config.schema import RunConfig
+from ccpo_lab.errors import UserError
+from ccpo_lab.estimators.spec import typed_params
 from ccpo_lab.placement import Placement
 
-ENTRY_MODULE = "ccpo_lab.integrations.verl_agent"
+ENTRY_MODULE = "ccpo_lab.backends.verl.agent.trainer"
 """The entry point that runs verl-agent's ``verl.trainer.main_ppo`` with the hooks."""
-SETUP_HOOK = "ccpo_lab.integrations.verl_agent_hooks.setup"
+SETUP_HOOK = "ccpo_lab.backends.verl.agent.hooks.setup"
 """Ray ``worker_process_setup_hook``: installs the hooks in every Ray worker process."""
 
 
@@ -228,7 +228,7 @@ def build_command(run: RunConfig, run_dir: Path, *, resume: bool = False,
     if info.has_full_determinism:
         ov.append("++actor_rollout_ref.rollout.full_determinism=True")
     if s.device == "cpu":
-        from ccpo_lab.integrations.verl_agent_cpu import cpu_overrides
+        from ccpo_lab.backends.verl.agent.cpu import cpu_overrides
 
         ov += cpu_overrides()
     ov += estimator_overrides(run)[1:]

@@ -2,7 +2,7 @@
 
 :func:`setup` is the ``worker_process_setup_hook`` of the commands
 :mod:`ccpo_lab.backends.verl.evaluate` builds. It installs the run's hooks
-(:func:`ccpo_lab.integrations.verl_agent_hooks.setup`, unchanged) and, where
+(:func:`ccpo_lab.backends.verl.agent.hooks.setup`, unchanged) and, where
 ``CCPO_LAB_EVAL_EPISODES`` names a file, wraps
 ``agent_system.environments.env_manager.AlfWorldEnvironmentManager.success_evaluator``
 (right after that module is imported, in whichever process imports it: the TaskRunner
@@ -133,7 +133,7 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 def setup() -> None:
     """The run's hooks, and the episode recorder where the variable names a file."""
-    from ccpo_lab.integrations import verl_agent_hooks
+    from ccpo_lab.backends.verl.agent import hooks as verl_agent_hooks
 
     verl_agent_hooks.setup()
     if not os.environ.get(ENV_EVAL_EPISODES):

@@ -1,7 +1,7 @@
 """The verl backend's checkpoint evaluation: verl-agent's own validation loop, eval-only.
 
 One repeat of an evaluation is one run of verl-agent's trainer (``verl.trainer.main_ppo``
-through :mod:`ccpo_lab.integrations.verl_agent`, the run's hooks installed) that loads the
+through :mod:`ccpo_lab.backends.verl.agent.trainer`, the run's hooks installed) that loads the
 checkpoint and only validates: ``RayPPOTrainer.fit`` calls ``_load_checkpoint()``, then
 ``_validate()`` (``trainer.val_before_train=True``), logs it and returns
 (``trainer.val_only=True``). The command is the run's training command
@@ -96,8 +96,8 @@ def _full_checkpoints(rd: RunDir) -> dict[int, Path]:
 
 def checkpoints(run: RunConfig, rd: RunDir) -> Checkpoints:
     """Retained full checkpoints, the final one (completed runs), the best evaluation's."""
+    from ccpo_lab.backends.verl.agent.weights import HF_DIR, read_best
     from ccpo_lab.backends.verl.runner import latest_checkpoint
-    from ccpo_lab.integrations.verl_agent_weights import HF_DIR, read_best
 
     full = _full_checkpoints(rd)
     steps = {s: str(p.relative_to(rd.path)) for s, p in full.items()}
@@ -132,7 +132,7 @@ def checkpoints(run: RunConfig, rd: RunDir) -> Checkpoints:
 
 def episodes(run: RunConfig, split: str) -> EpisodeRange:
     """``data.val_batch_size`` workers: default the training-time evaluation's."""
-    from ccpo_lab.integrations.verl_agent_seeds import ENV_SEED_STRIDE, VAL_OFFSET
+    from ccpo_lab.backends.verl.agent.seeds import ENV_SEED_STRIDE, VAL_OFFSET
 
     if split not in EVAL_DATASETS:
         raise UserError("the verl backend has no such split", key="--split", value=split,
@@ -183,7 +183,7 @@ def work_dir(job: EvalJobDir, target: EvalTarget, repeat: int) -> Path:
 def weights(run: RunConfig, rd: RunDir, step: int) -> tuple[str, Path | None, str | None]:
     """How step ``step`` is loaded: ``("resume", actor folder, None)``, ``("model", None,
     model path)`` or ``("base", None, None)``."""
-    from ccpo_lab.integrations.verl_agent_weights import HF_DIR, read_best
+    from ccpo_lab.backends.verl.agent.weights import HF_DIR, read_best
 
     full = _full_checkpoints(rd)
     if step in full:
@@ -223,6 +223,7 @@ def _set(overrides: list[str], key: str, value: str) -> list[str]:
 def eval_command(run: RunConfig, rd: RunDir, target: EvalTarget, repeat: int, work: Path,
                  placement: Placement | None = None) -> TrainerCommand:
     """The trainer invocation of one repeat (nothing is written)."""
+    from ccpo_lab.backends.verl.agent.env import ENV_RUN_SEED
     from ccpo_lab.backends.verl.command import (
         TrainerCommand,
         build_command,
@@ -230,7 +231,6 @@ def eval_command(run: RunConfig, rd: RunDir, target: EvalTarget, repeat: int, wo
         hydra_value,
         path_value,
     )
-    from ccpo_lab.integrations.verl_agent_env import ENV_RUN_SEED
 
     from .eval_hooks import ENV_EVAL_EPISODES
 

@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ccpo_lab.backends.verl.settings import VerlBackendConfig
 from ccpo_lab.config.protocol import ProtocolConfig
 from ccpo_lab.config.schema import RunConfig
-from ccpo_lab.config.verl import VerlBackendConfig
 from ccpo_lab.errors import UserError
 
 LAYOUT_FIELDS = ("model_path", "nnodes", "n_gpus_per_node", "rollout_tp", "rollout_name",

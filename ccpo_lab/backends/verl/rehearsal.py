@@ -16,7 +16,7 @@ sweep by :func:`rehearsal_overrides`:
   size, held-out episodes, turns, prompt and answer lengths, mini-batches), with a
   checkpoint and an evaluation at every step;
 - the machine: ``device: cpu`` where the trainer environment sees no GPU (the CPU adapter,
-  :mod:`ccpo_lab.integrations.verl_agent_cpu`); on a GPU node the sweep's engine on at most
+  :mod:`ccpo_lab.backends.verl.agent.cpu`); on a GPU node the sweep's engine on at most
   the GPUs there are (one GPU: vLLM with tensor parallel 1, where the per-request seed patch
   is exercised for real).
 

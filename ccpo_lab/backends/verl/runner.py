@@ -17,7 +17,7 @@ the run's last checkpoint:
 4. with ``nnodes > 1`` and no ``RAY_ADDRESS``, starts a Ray cluster across the placement's
    hosts (:mod:`.ray_cluster`) and stops it afterwards (the other tasks of the job join it
    through :func:`worker`);
-5. runs ``python -m ccpo_lab.integrations.verl_agent`` (logs in ``logs/trainer.log`` and
+5. runs ``python -m ccpo_lab.backends.verl.agent.trainer`` (logs in ``logs/trainer.log`` and
    on stdout); the hooks write ``metrics.jsonl``, the step-1 rollouts and ``state.json``.
 """
 
@@ -45,7 +45,7 @@ LOG_NAME = "trainer.log"
 def needs(run: RunConfig) -> Needs:
     """``nnodes`` nodes of ``n_gpus_per_node`` GPUs, the job run by ``backend.verl.python``
     (the trainer environment, where ccpo-lab's job side is installed the way
-    :mod:`ccpo_lab.integrations.trainer_env` says; the placement contract)."""
+    :mod:`ccpo_lab.backends.verl.trainer_env` says; the placement contract)."""
     s = run.backend.verl
     gpus = 0 if s.device == "cpu" else s.n_gpus_per_node   # cpu: Ray's GPU is logical
     return Needs(nodes=s.nnodes, gpus_per_node=gpus, python=s.python)
@@ -134,7 +134,7 @@ def _cpu_adapter_record(run: RunConfig) -> dict[str, Any] | None:
     """``run.json["cpu_adapter"]``: what the CPU adapter changes (None on a GPU device)."""
     if run.backend.verl.device != "cpu":
         return None
-    from ccpo_lab.integrations.verl_agent_cpu import REPORT
+    from ccpo_lab.backends.verl.agent.cpu import REPORT
 
     return {"active": True, **REPORT}
 
@@ -336,7 +336,7 @@ def export_hf_models(run: RunConfig, rd: RunDir) -> dict[str, Any]:
     ``run.json["hf_model"]``; a failed merge is recorded there (and printed), not raised:
     training itself completed.
     """
-    from ccpo_lab.integrations.verl_agent_weights import HF_DIR, merge_commands, read_best
+    from ccpo_lab.backends.verl.agent.weights import HF_DIR, merge_commands, read_best
 
     s = run.backend.verl
     final = latest_checkpoint(rd.checkpoints)

@@ -53,7 +53,7 @@ from typing import Any
 import torch
 
 from ccpo_lab.backends.verl import smoke_env as E
-from ccpo_lab.integrations.verl_agent_env import ENV_CAPTURE_PHI, ENV_RUN_DIR, ENV_VLLM_SEED
+from ccpo_lab.backends.verl.agent.env import ENV_CAPTURE_PHI, ENV_RUN_DIR, ENV_VLLM_SEED
 
 CCPO_PARAMS = {"gate": "hard", "target": "return", "backoff_task": True, "jweight_c": 1.0}
 ARMS: tuple[tuple[str, dict[str, Any]], ...] = (("grpo", {}), ("ccpo", CCPO_PARAMS))
@@ -130,7 +130,7 @@ def check_model(ctx: Ctx) -> str:
 
 def _fake_worker_modules() -> tuple[Any, Any]:
     """verl-agent's reference worker and actor, reduced to what the patches touch."""
-    from ccpo_lab.integrations import verl_agent_patches as P
+    from ccpo_lab.backends.verl.agent import patches as P
 
     dp: Any = types.ModuleType("smoke_dp_actor")
     fw: Any = types.ModuleType("smoke_fsdp_workers")
@@ -175,7 +175,7 @@ def _fake_worker_modules() -> tuple[Any, Any]:
 
 def reference_features(model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """``(N, H)`` features through the patched reference-worker path."""
-    from ccpo_lab.integrations.verl_agent_phi import PHI_KEY
+    from ccpo_lab.backends.verl.agent.phi import PHI_KEY
 
     os.environ[ENV_CAPTURE_PHI] = "1"
     fw, _ = _fake_worker_modules()
@@ -186,7 +186,7 @@ def reference_features(model: Any, batch: dict[str, torch.Tensor]) -> torch.Tens
 
 
 def check_features(ctx: Ctx) -> str:
-    from ccpo_lab.integrations.verl_agent_phi import forward_capturing, last_prompt_hidden
+    from ccpo_lab.backends.verl.agent.phi import forward_capturing, last_prompt_hidden
 
     assert ctx.model_dir is not None
     model, tok = E.load_tiny_model(ctx.model_dir, ctx.device)
@@ -249,8 +249,8 @@ def check_estimators(ctx: Ctx) -> str:
 
 def advantage_batch(rows: E.Rows, phi: torch.Tensor, pad_id: int, device: str) -> Any:
     """A verl-agent-shaped batch of ``rows`` plus two padding copies (as adjust_batch)."""
-    from ccpo_lab.integrations.verl_agent_patches import STEP_KEY
-    from ccpo_lab.integrations.verl_agent_phi import PHI_KEY
+    from ccpo_lab.backends.verl.agent.patches import STEP_KEY
+    from ccpo_lab.backends.verl.agent.phi import PHI_KEY
 
     t = E.tensors(rows, pad_id, device)
     n = len(rows.task)
@@ -263,8 +263,8 @@ def advantage_batch(rows: E.Rows, phi: torch.Tensor, pad_id: int, device: str) -
 
 
 def check_dataproto(ctx: Ctx) -> str:
+    from ccpo_lab.backends.verl.agent import patches as P
     from ccpo_lab.estimators import get_estimator
-    from ccpo_lab.integrations import verl_agent_patches as P
 
     kind = ensure_verl_registry()
     assert ctx.model_dir is not None
@@ -296,8 +296,8 @@ def _pg_loss(model: Any, batch: Any, adv: torch.Tensor) -> torch.Tensor:
 
 def train_arm(ctx: Ctx, arm: str, params: dict[str, Any], steps: int = 2) -> dict[str, Any]:
     """Two toy PPO-free policy-gradient steps; step-1 rollouts recorded as a backend does."""
-    from ccpo_lab.integrations import verl_agent_patches as P
-    from ccpo_lab.integrations.verl_agent_io import record_step1, step1_episodes
+    from ccpo_lab.backends.verl.agent import patches as P
+    from ccpo_lab.backends.verl.agent.io import record_step1, step1_episodes
     from ccpo_lab.runs.rollouts import fingerprint
 
     assert ctx.model_dir is not None
@@ -366,8 +366,8 @@ def check_vllm_seeds(ctx: Ctx) -> str:
         raise Skip("no tiny model")
     from vllm import LLM, SamplingParams
 
-    from ccpo_lab.integrations import verl_agent_patches as P
-    from ccpo_lab.integrations import verl_agent_seeds as S
+    from ccpo_lab.backends.verl.agent import patches as P
+    from ccpo_lab.backends.verl.agent import seeds as S
 
     group = 8
     mod: Any = types.ModuleType("vllm_rollout_spmd")
@@ -427,7 +427,7 @@ def check_merge(ctx: Ctx) -> str:
         sys.path.insert(0, checkout)
     from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
 
-    from ccpo_lab.integrations.verl_agent_weights import keep_best, merge_commands
+    from ccpo_lab.backends.verl.agent.weights import keep_best, merge_commands
 
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29533")

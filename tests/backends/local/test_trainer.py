@@ -13,7 +13,7 @@ from ccpo_lab.backends.local.checkpoint import load_checkpoint, read_best
 from ccpo_lab.backends.local.policy import ActionScorer, PolicyShape, chosen_logprobs, collate
 from ccpo_lab.backends.local.ppo import UpdateBatch, ppo_loss, ppo_update
 from ccpo_lab.backends.local.prompts import PromptSettings, turn_input
-from ccpo_lab.config.local import LocalBackendConfig
+from ccpo_lab.backends.local.settings import LocalBackendConfig
 from ccpo_lab.config.protocol import ProtocolConfig
 from ccpo_lab.config.schema import EstimatorConfig
 from ccpo_lab.errors import UserError

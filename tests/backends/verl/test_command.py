@@ -78,7 +78,7 @@ def test_names_seeds_and_run_files(slurm_runs: list[RunConfig], tmp_path: Path) 
     assert ov[env + "CCPO_LAB_RUN_DIR"] == hydra_value(str(rd))
     assert ov[env + "CCPO_LAB_CAPTURE_PHI"] == "'1'"
     assert ov["++ray_init.runtime_env.worker_process_setup_hook"] == \
-        "ccpo_lab.integrations.verl_agent_hooks.setup"
+        "ccpo_lab.backends.verl.agent.hooks.setup"
     assert ov["++algorithm.ccpo_lab.estimator"] == "ccpo"
     assert {k.rsplit(".", 1)[1] for k in ov if k.startswith("++algorithm.ccpo_lab.params.")} \
         == set(run.estimator.params)
@@ -141,7 +141,7 @@ def test_describe_is_the_rendered_command(slurm_runs: list[RunConfig], tmp_path:
     assert head.startswith("# seeding: env.seed=0 (verl-agent streams 0-15, 1000-1127; ")
     assert "vLLM engine seed 0, one sampling seed per request, rollout.seed unset" in head
     assert line.startswith(f"cd {rd.path / 'logs'} && env ")
-    assert " python3 -m ccpo_lab.integrations.verl_agent --verl-agent /opt/verl-agent -- " \
+    assert " python3 -m ccpo_lab.backends.verl.agent.trainer --verl-agent /opt/verl-agent -- " \
         in line
 
 

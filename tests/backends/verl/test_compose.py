@@ -100,7 +100,7 @@ def test_overrides_compose_against_verl_091(tmp_path: Path) -> None:
                 assert list(cfg.trainer.logger) == ["console", "file"]
                 assert cfg.trainer.total_epochs == 150 and cfg.trainer.test_freq == 5
                 hook = cfg.ray_init.runtime_env.worker_process_setup_hook
-                assert hook == "ccpo_lab.integrations.verl_agent_hooks.setup"
+                assert hook == "ccpo_lab.backends.verl.agent.hooks.setup"
     # the keys verl 0.9.1 lacks are verl-agent's own (env.*, GiGPO, invalid-action penalty,
     # its top-level ray_init): all on the list taken from verl-agent's ppo_trainer.yaml
     assert agent_only <= keys

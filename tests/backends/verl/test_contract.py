@@ -33,7 +33,7 @@ import pytest
 
 CHECKOUT = os.environ.get("CCPO_LAB_VERL_AGENT")
 REPO = Path(__file__).resolve().parents[3]
-STANDINS = REPO / "ccpo_lab" / "integrations" / "standins"
+STANDINS = REPO / "ccpo_lab" / "backends" / "verl" / "standins"
 SHIPPED = ("alfworld-qwen7b-slurm", "alfworld-qwen7b-node")
 
 pytestmark = [
@@ -60,7 +60,7 @@ def checkout() -> Path:
     for p in (str(STANDINS), str(path)):
         if p not in sys.path:
             sys.path.insert(0, p)
-    from ccpo_lab.integrations import verl_agent_hooks
+    from ccpo_lab.backends.verl.agent import hooks as verl_agent_hooks
 
     verl_agent_hooks.setup()
     import verl
@@ -176,7 +176,7 @@ class ActorStandIn:
         import torch
         from verl import DataProto
 
-        from ccpo_lab.integrations.verl_agent_seeds import SEED_KEY
+        from ccpo_lab.backends.verl.agent.seeds import SEED_KEY
 
         seeds = data.non_tensor_batch.pop(SEED_KEY)      # put there by ccpo-lab's hook
         self.seen_seeds.append([int(s) for s in seeds])
@@ -229,7 +229,7 @@ def _rollout(run_env: dict[str, Any], manager: Any, step: int, tok: Any) -> tupl
     """One training rollout of ``step`` through verl-agent's own loop, hooks installed."""
     from agent_system.multi_turn_rollout import TrajectoryCollector
 
-    from ccpo_lab.integrations import verl_agent_patches as P
+    from ccpo_lab.backends.verl.agent import patches as P
 
     P.STATE.config = run_env["cfg"]
     P.STATE.trainer = types.SimpleNamespace(global_steps=step)
@@ -257,7 +257,7 @@ def step1(run_env: dict[str, Any]) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------- tests
 def test_patch_check_passes(checkout: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from ccpo_lab.integrations.verl_agent import check
+    from ccpo_lab.backends.verl.agent.trainer import check
 
     assert check(checkout) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -335,7 +335,7 @@ def _training_batch(step1: dict[str, Any], cfg: Any, gigpo: bool, pad: bool = Tr
     from verl.trainer.ppo import ray_trainer as rt
     from verl.trainer.ppo.reward import compute_reward
 
-    from ccpo_lab.integrations.verl_agent_phi import PHI_KEY
+    from ccpo_lab.backends.verl.agent.phi import PHI_KEY
 
     batch = copy.deepcopy(step1["out"])
     if gigpo:
@@ -380,8 +380,8 @@ def test_hook_gives_verl_agents_own_advantages(arm: str, step1: dict[str, Any],
     """
     from verl.trainer.ppo import ray_trainer as rt
 
+    from ccpo_lab.backends.verl.agent import patches as P
     from ccpo_lab.backends.verl.command import build_command
-    from ccpo_lab.integrations import verl_agent_patches as P
 
     run = _sweep_run(arm, seed=1)
     cfg = _compose(checkout, list(build_command(run, tmp_path).overrides))
@@ -406,8 +406,8 @@ def test_padding_copies_do_not_change_ccpo_labs_advantages(
     the copies in their group statistics, so their difference there is recorded."""
     from verl.trainer.ppo import ray_trainer as rt
 
+    from ccpo_lab.backends.verl.agent import patches as P
     from ccpo_lab.backends.verl.command import build_command
-    from ccpo_lab.integrations import verl_agent_patches as P
 
     run = _sweep_run(arm, seed=1)
     cfg = _compose(checkout, list(build_command(run, tmp_path).overrides))
@@ -434,10 +434,10 @@ def test_ccpo_hook_equals_the_estimator(step1: dict[str, Any], run_env: dict[str
     import torch
     from verl.trainer.ppo import ray_trainer as rt
 
+    from ccpo_lab.backends.verl.agent import patches as P
+    from ccpo_lab.backends.verl.agent.phi import PHI_KEY
     from ccpo_lab.backends.verl.command import build_command
     from ccpo_lab.estimators import StepBatch, get_estimator
-    from ccpo_lab.integrations import verl_agent_patches as P
-    from ccpo_lab.integrations.verl_agent_phi import PHI_KEY
 
     run = _sweep_run("ccpo-return-hard", seed=1)
     cfg = _compose(checkout, list(build_command(run, tmp_path).overrides))

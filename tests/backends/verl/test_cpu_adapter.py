@@ -33,7 +33,7 @@ def _child(code: str, env: dict[str, str] | None = None, timeout: int = 240,
 _TORCH_ON_CPU = """
 import json, os, socket, torch, torch.distributed as dist
 from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-from ccpo_lab.integrations.verl_agent_cpu import patch_torch_for_cpu
+from ccpo_lab.backends.verl.agent.cpu import patch_torch_for_cpu
 out = {"before": {n: hasattr(torch.cpu, n) for n in ("empty_cache", "max_memory_allocated")}}
 patch_torch_for_cpu(None)
 patch_torch_for_cpu(None)                       # idempotent
@@ -93,7 +93,7 @@ def test_without_the_adapter_fsdp_refuses_cpu_modules() -> None:
 
 def test_hooks_watch_the_cpu_targets_only_when_the_device_is_cpu() -> None:
     code = """
-    from ccpo_lab.integrations import verl_agent_hooks as h
+    from ccpo_lab.backends.verl.agent import hooks as h
     print(h._watched("verl.utils.device"), h._watched("verl.utils.tracking"))
     """
     assert _child(code, {"CCPO_LAB_DEVICE": "cpu"}).split() == ["True", "True"]
@@ -103,7 +103,7 @@ def test_hooks_watch_the_cpu_targets_only_when_the_device_is_cpu() -> None:
 def test_adapter_puts_the_torchvision_stand_in_last_where_torchvision_is_missing() -> None:
     code = """
     import importlib.util, sys
-    from ccpo_lab.integrations import verl_agent_cpu
+    from ccpo_lab.backends.verl.agent import cpu as verl_agent_cpu
     real = importlib.util.find_spec("torchvision") is not None
     verl_agent_cpu.install()
     import torchvision.transforms as T
@@ -167,8 +167,8 @@ import json, types, sys, torch, numpy as np
 sys.path.insert(0, {repo!r})
 from pathlib import Path
 from ccpo_lab.backends.verl.smoke_env import build_tiny_model, load_tiny_model
-from ccpo_lab.integrations import verl_agent_patches as P
-from ccpo_lab.integrations.verl_agent_seeds import SEED_KEY
+from ccpo_lab.backends.verl.agent import patches as P
+from ccpo_lab.backends.verl.agent.seeds import SEED_KEY
 
 d = build_tiny_model(Path({work!r}) / "tiny")
 model, tok = load_tiny_model(d, "cpu")
@@ -307,7 +307,7 @@ def test_checkpoint_save_waits_for_its_steps_row(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """verl-agent saves step N's checkpoint before it logs step N; the patch holds the save
     back until the row is appended, so a stop in between cannot lose the row."""
-    from ccpo_lab.integrations import verl_agent_patches as P
+    from ccpo_lab.backends.verl.agent import patches as P
 
     events: list[str] = []
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ccpo_lab.backends.verl.doctor import model_params
 from ccpo_lab.cli.main import main
-from ccpo_lab.doctor import model_params
 from tests.backends.verl.conftest import REPO
 from tests.backends.verl.test_runner import make_checkout
 

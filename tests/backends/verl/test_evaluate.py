@@ -213,7 +213,7 @@ def test_the_hook_wraps_the_alfworld_manager_once_and_writes_each_episode(
     mod = types.ModuleType(eval_hooks.TARGET)
     mod.AlfWorldEnvironmentManager = Manager  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, eval_hooks.TARGET, mod)
-    from ccpo_lab.integrations import verl_agent_hooks
+    from ccpo_lab.backends.verl.agent import hooks as verl_agent_hooks
 
     installed = []
     monkeypatch.setattr(verl_agent_hooks, "setup", lambda: installed.append(1))

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ccpo_lab.integrations.verl_agent import with_hook
-from ccpo_lab.integrations.verl_agent_io import RunFileLogger, turn_indices
+from ccpo_lab.backends.verl.agent.io import RunFileLogger, turn_indices
+from ccpo_lab.backends.verl.agent.trainer import with_hook
 from ccpo_lab.runs.metrics import read_metrics
 
 REPO = Path(__file__).resolve().parents[3]
@@ -39,7 +39,7 @@ def test_turn_indices_count_earlier_rows_of_the_trajectory() -> None:
 def test_entry_point_adds_the_setup_hook_once() -> None:
     added = with_hook(["trainer.nnodes=1"])
     assert added == ["trainer.nnodes=1", "++ray_init.runtime_env.worker_process_setup_hook="
-                     "ccpo_lab.integrations.verl_agent_hooks.setup"]
+                     "ccpo_lab.backends.verl.agent.hooks.setup"]
     assert with_hook(added) == added
     mine = ["+ray_init.runtime_env.worker_process_setup_hook=my.hook"]
     assert with_hook(mine) == mine
@@ -48,11 +48,11 @@ def test_entry_point_adds_the_setup_hook_once() -> None:
 _CHILD = """
 import json, sys
 import numpy as np
-from ccpo_lab.integrations import verl_agent_hooks as h
+from ccpo_lab.backends.verl.agent import hooks as h
 assert "verl.utils.tracking" not in sys.modules
 h.setup()
 from verl.utils.tracking import Tracking          # patched on this first import
-from ccpo_lab.integrations.verl_agent_patches import STATE
+from ccpo_lab.backends.verl.agent.patches import STATE
 t = Tracking("proj", "exp", ["console", "file"])
 STATE.pending = {"adv/lambda_mean": 0.0}
 t.log({"val/success_rate": np.float32(0.5)}, step=0)
@@ -82,13 +82,13 @@ def test_setup_hook_runs_in_ray_worker_processes() -> None:
     there, importing verl's core_algos registers ccpo-lab's estimators in verl's registry."""
     import ray
 
-    from ccpo_lab.integrations import verl_agent_hooks
+    from ccpo_lab.backends.verl.agent import hooks as verl_agent_hooks
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     assert not verl_agent_hooks.installed()
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False,
              runtime_env={"worker_process_setup_hook":
-                          "ccpo_lab.integrations.verl_agent_hooks.setup"})
+                          "ccpo_lab.backends.verl.agent.hooks.setup"})
     try:
         @ray.remote
         def probe() -> dict[str, object]:
@@ -96,7 +96,7 @@ def test_setup_hook_runs_in_ray_worker_processes() -> None:
 
             from verl.trainer.ppo import core_algos
 
-            from ccpo_lab.integrations import verl_agent_hooks as h
+            from ccpo_lab.backends.verl.agent import hooks as h
 
             return {"pid": _os.getpid(), "installed": h.installed(),
                     "patched": h.patched_modules(),

@@ -20,9 +20,9 @@ import torch
 from omegaconf import OmegaConf
 from verl import DataProto
 
+from ccpo_lab.backends.verl.agent import patches as P
+from ccpo_lab.backends.verl.agent.phi import PHI_KEY
 from ccpo_lab.estimators import StepBatch, get_estimator
-from ccpo_lab.integrations import verl_agent_patches as P
-from ccpo_lab.integrations.verl_agent_phi import PHI_KEY
 from ccpo_lab.runs.rollouts import hash_tokens, read_rollouts
 
 # Two tasks x two rollouts; rows in verl-agent's gather order (trajectory by trajectory).
@@ -243,7 +243,7 @@ def test_rollout_loop_adds_turns_dumps_step1_and_eval_lengths(
 
 
 def test_reference_pass_returns_last_prompt_features(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ccpo_lab.integrations.verl_agent_phi import last_prompt_hidden
+    from ccpo_lab.backends.verl.agent.phi import last_prompt_hidden
 
     monkeypatch.setenv("CCPO_LAB_CAPTURE_PHI", "1")
     g = torch.Generator().manual_seed(1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ccpo_lab.integrations.verl_agent_phi import (
+from ccpo_lab.backends.verl.agent.phi import (
     FeatureCapture,
     find_final_norm,
     forward_capturing,

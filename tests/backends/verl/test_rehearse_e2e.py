@@ -103,7 +103,7 @@ def test_every_run_went_through_slurm_and_verl_agents_trainer(
             assert Path(run["verl_agent"]["path"]).resolve() == Path(str(CHECKOUT)).resolve()
             assert run["verl_agent"]["hooks_written_for"] == \
                 "796ed310287fa605c9292a0fce07a86d79fde05e"
-            assert "-m ccpo_lab.integrations.verl_agent" in " ".join(run["trainer"]["argv"])
+            assert "-m ccpo_lab.backends.verl.agent.trainer" in " ".join(run["trainer"]["argv"])
             log = (rd / "logs" / "trainer.log").read_text(errors="replace")
             assert "Training Progress: 100%" in log
             assert run["estimator_instantiated"]["name"] == ("ccpo" if "ccpo" in arm else arm)

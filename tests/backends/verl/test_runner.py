@@ -43,7 +43,7 @@ for a in sys.argv[1:]:
     k, _, v = a.partition("=")
     ov[k.lstrip("+")] = v
 from verl.utils.tracking import Tracking
-from ccpo_lab.integrations import verl_agent_hooks
+from ccpo_lab.backends.verl.agent import hooks as verl_agent_hooks
 t = Tracking(ov["trainer.project_name"], ov["trainer.experiment_name"],
              default_backend=ov["trainer.logger"].strip("[]").split(","))
 ck = ov["trainer.default_local_dir"]
@@ -115,7 +115,7 @@ def test_train_runs_resumes_and_records(tmp_path: Path, monkeypatch: pytest.Monk
     hooks_line = log.strip().splitlines()[-1].split(" ", 1)[1]
     status = json.loads(hooks_line.split("} ", 1)[0] + "}")
     assert status["installed"] and status["patched"] == ["verl.utils.tracking"]
-    assert hooks_line.endswith(f"ccpo_lab.integrations.verl_agent_hooks.setup {rd.logs}")
+    assert hooks_line.endswith(f"ccpo_lab.backends.verl.agent.hooks.setup {rd.logs}")
     assert (rd.path / "data" / "train.parquet").is_file()
     import pyarrow.parquet as pq
 
@@ -139,7 +139,7 @@ def test_missing_checkout_is_a_user_error(tmp_path: Path) -> None:
 
 def test_entry_point_refuses_a_non_checkout(tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    from ccpo_lab.integrations.verl_agent import main
+    from ccpo_lab.backends.verl.agent.trainer import main
 
     assert main(["--verl-agent", str(tmp_path), "--", "a=b"]) == 2
     assert "not a verl-agent checkout" in capsys.readouterr().err

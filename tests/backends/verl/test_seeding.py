@@ -21,9 +21,9 @@ import torch
 from omegaconf import OmegaConf
 from verl import DataProto
 
+from ccpo_lab.backends.verl.agent import patches as P
 from ccpo_lab.backends.verl.command import build_command
 from ccpo_lab.config.schema import RunConfig
-from ccpo_lab.integrations import verl_agent_patches as P
 from tests.backends.verl.conftest import run_dir, sweep_runs
 
 GROUP = 8

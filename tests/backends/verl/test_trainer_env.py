@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ccpo_lab.integrations import trainer_env
+from ccpo_lab.backends.verl import trainer_env
 from tests.conftest import REPO
 
 
@@ -18,7 +18,7 @@ def test_requirements_are_only_what_verl_agents_environment_lacks() -> None:
 
 
 def test_check_passes_here_and_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
-    r = subprocess.run([sys.executable, "-m", "ccpo_lab.integrations.trainer_env", "--check"],
+    r = subprocess.run([sys.executable, "-m", "ccpo_lab.backends.verl.trainer_env", "--check"],
                        capture_output=True, text=True, timeout=300, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "ok    import ccpo_lab.runs.execute" in r.stdout

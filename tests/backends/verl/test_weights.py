@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from ccpo_lab.integrations import verl_agent_patches as P
+from ccpo_lab.backends.verl.agent import patches as P
 
 VALS = {0: 0.10, 5: 0.30, 10: 0.25, 15: 0.50, 20: 0.40}
 

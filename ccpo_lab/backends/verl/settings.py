@@ -48,7 +48,7 @@ class VerlBackendConfig:
     device). Both get one sampling seed per request from ccpo-lab's hooks."""
     device: str = field(default="cuda", metadata={"identity": "non-default"})
     """``cuda``: GPU nodes. ``cpu``: a machine without GPUs, under the CPU adapter
-    (:mod:`ccpo_lab.integrations.verl_agent_cpu`: one logical Ray GPU, gloo, SDPA attention,
+    (:mod:`ccpo_lab.backends.verl.agent.cpu`: one logical Ray GPU, gloo, SDPA attention,
     no padding removal; needs ``rollout_name: hf``, ``rollout_tp: 1``, ``n_gpus_per_node: 1``,
     ``nnodes: 1``). ``ccpo-lab rehearse`` sets it on a machine without GPUs."""
     python: str = field(default="python3", metadata={"identity": False})

@@ -1,4 +1,4 @@
-"""The patches :mod:`.verl_agent_hooks` applies to verl-agent's modules, one function each.
+"""The patches :mod:`.hooks` applies to verl-agent's modules, one function each.
 
 Each ``patch_*`` receives the freshly imported module and replaces attributes with
 wrappers that call the original (``functools.wraps`` keeps verl's ``@register`` dispatch
@@ -15,21 +15,21 @@ from typing import Any
 
 import numpy as np
 
-from ccpo_lab.integrations import verl_agent_seeds as seeds
-from ccpo_lab.integrations.verl_agent_env import (
+from ccpo_lab.backends.verl.agent import seeds as seeds
+from ccpo_lab.backends.verl.agent.env import (
     ENV_CAPTURE_PHI,
     ENV_DUMP_ROLLOUTS,
     ENV_RUN_DIR,
     ENV_RUN_SEED,
     ENV_VLLM_SEED,
 )
-from ccpo_lab.integrations.verl_agent_io import (
+from ccpo_lab.backends.verl.agent.io import (
     RunFileLogger,
     record_step1,
     step1_episodes,
     turn_indices,
 )
-from ccpo_lab.integrations.verl_agent_phi import CAPTURE, PHI_KEY, forward_capturing
+from ccpo_lab.backends.verl.agent.phi import CAPTURE, PHI_KEY, forward_capturing
 
 STEP_KEY = "ccpo_lab_step"
 """``non_tensor_batch`` key of the turn index added to every rollout row."""
@@ -139,7 +139,7 @@ def ccpo_lab_advantage(data: Any, name: str, params: dict[str, Any], config: Any
     """
     import torch
 
-    from ccpo_lab.integrations.verl import DataProtoKeys, compute_token_advantages
+    from ccpo_lab.backends.verl.agent.advantage import DataProtoKeys, compute_token_advantages
 
     est = _estimator(name, estimator_params(params, config))
     nt = data.non_tensor_batch
@@ -263,7 +263,7 @@ def _patch_validate_and_save(cls: Any) -> None:
             out = orig_save(self, *args, **kwargs)
             pending = STATE.best_pending
             if pending is not None and pending[0] == int(self.global_steps):
-                from ccpo_lab.integrations.verl_agent_weights import keep_best
+                from ccpo_lab.backends.verl.agent.weights import keep_best
 
                 keep_best(_checkpoints(self), *pending)
                 STATE.best_pending = None
@@ -319,7 +319,7 @@ def _checkpoints(trainer: Any) -> Any:
 
 def _track_best(trainer: Any, metrics: dict[str, Any]) -> None:
     """A new best held-out value: keep this step's checkpoint (saving one if none is due)."""
-    from ccpo_lab.integrations import verl_agent_weights as W
+    from ccpo_lab.backends.verl.agent import weights as W
 
     value = metrics.get(W.METRIC)
     ckpt = _checkpoints(trainer)
@@ -426,7 +426,7 @@ class SeedingWorkerGroup:
     """The actor worker group, with a seed per request on every ``generate_sequences``.
 
     Call ``c`` of a rollout (its turn, counting retries) gives row ``r`` the seed
-    :func:`~ccpo_lab.integrations.verl_agent_seeds.request_seeds` ``[r]`` in
+    :func:`~ccpo_lab.backends.verl.agent.seeds.request_seeds` ``[r]`` in
     ``non_tensor_batch[SEED_KEY]``; the patched vLLM rollout hands it to vLLM as that
     request's ``SamplingParams.seed``. Every other attribute is the wrapped group's.
     """
@@ -497,7 +497,7 @@ def patch_alfworld_envs(mod: Any) -> None:
 def patch_vllm_rollout(mod: Any) -> None:
     """vLLM's engine seed = the run's; each request its own ``SamplingParams.seed``.
 
-    ``LLM(seed=...)`` gets :data:`~ccpo_lab.integrations.verl_agent_env.ENV_VLLM_SEED`;
+    ``LLM(seed=...)`` gets :data:`~ccpo_lab.backends.verl.agent.env.ENV_VLLM_SEED`;
     ``vLLMRollout.generate_sequences`` pops the per-row seeds the driver added
     (:class:`SeedingWorkerGroup`) and passes one ``SamplingParams`` per request.
     """
@@ -641,7 +641,7 @@ def _capture_enabled() -> bool:
 
 def patch_dp_actor(mod: Any) -> None:
     """During a reference pass, keep the final norm's output of every micro-batch."""
-    from ccpo_lab.integrations.verl_agent_phi import last_prompt_hidden
+    from ccpo_lab.backends.verl.agent.phi import last_prompt_hidden
 
     cls = mod.DataParallelPPOActor
     orig = cls._forward_micro_batch
@@ -704,6 +704,6 @@ def patch_core_algos(mod: Any) -> None:
             return deco
 
         mod.register_adv_est = register_adv_est
-    from ccpo_lab.integrations import verl as adapter
+    from ccpo_lab.backends.verl.agent import advantage as adapter
 
     adapter.register_verl_estimators()

@@ -1,8 +1,8 @@
 """The environment variables between the verl backend's trainer command and the hooks.
 
 :mod:`ccpo_lab.backends.verl.command` sets them for the trainer and every Ray worker
-(``ray_init.runtime_env.env_vars``); the hooks (:mod:`.verl_agent_io`,
-:mod:`.verl_agent_patches`) read them. Their names are defined here only.
+(``ray_init.runtime_env.env_vars``); the hooks (:mod:`.io`,
+:mod:`.patches`) read them. Their names are defined here only.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ ENV_RUN_SEED = "CCPO_LAB_SEED"
 ENV_VLLM_SEED = "CCPO_LAB_VLLM_SEED"
 """vLLM's engine seed, set by the hook on ``LLM(...)`` in the rollout workers."""
 ENV_DEVICE = "CCPO_LAB_DEVICE"
-"""``cpu``: the trainer runs under the CPU adapter (:mod:`.verl_agent_cpu`)."""
+"""``cpu``: the trainer runs under the CPU adapter (:mod:`.cpu`)."""
 ENV_DUMP_ROLLOUTS = "CCPO_LAB_DUMP_ROLLOUTS"
 """``all``: the hooks write every training step's rollouts, not only step 1's (rehearsals
 compare a resumed run's actions with an uninterrupted one's)."""

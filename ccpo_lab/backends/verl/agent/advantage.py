@@ -186,7 +186,8 @@ def _registered(name: str, token_level_rewards: torch.Tensor, response_mask: tor
             f"verl called the {name!r} advantage estimator without {', '.join(missing)}",
             detail="upstream verl's compute_advantage passes only token_level_rewards, "
             "response_mask, config and index (uid); a step-level estimator needs the "
-            "trainer hook to call ccpo_lab.integrations.verl.apply_advantages(data, ...) "
+            "trainer hook to call "
+            "ccpo_lab.backends.verl.agent.advantage.apply_advantages(data, ...) "
             "or to pass traj_index=, anchor_obs= (and step=, step_rewards=, "
             "is_action_valid=, phi=) to the registered function")
     reward = kwargs.get("step_rewards")

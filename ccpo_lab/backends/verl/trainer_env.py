@@ -6,8 +6,8 @@ flash-attn. The supported way is::
 
     PY=/path/to/verl-agent-env/bin/python      # backend.verl.python of the sweep
     $PY -m pip install --no-deps ccpo-lab      # or: --no-deps -e <ccpo-lab clone>
-    $PY -m pip install --no-deps $($PY -m ccpo_lab.integrations.trainer_env --requirements)
-    $PY -m ccpo_lab.integrations.trainer_env --check
+    $PY -m pip install --no-deps $($PY -m ccpo_lab.backends.verl.trainer_env --requirements)
+    $PY -m ccpo_lab.backends.verl.trainer_env --check
 
 The job side of ccpo-lab (``ccpo_lab.runs.execute``, the verl backend, the hooks, the
 estimators) needs only what :data:`NEEDS` lists; verl-agent's environment has all of it
@@ -60,9 +60,9 @@ JOB_MODULES: tuple[str, ...] = (
     "ccpo_lab.launch.job",
     "ccpo_lab.backends.verl.runner",
     "ccpo_lab.backends.verl.datafiles",
-    "ccpo_lab.integrations.verl_agent",
-    "ccpo_lab.integrations.verl_agent_hooks",
-    "ccpo_lab.integrations.verl_agent_patches",
+    "ccpo_lab.backends.verl.agent.trainer",
+    "ccpo_lab.backends.verl.agent.hooks",
+    "ccpo_lab.backends.verl.agent.patches",
     "ccpo_lab.estimators.ccpo",
     "ccpo_lab.estimators.gigpo",
     "ccpo_lab.estimators.grpo",
@@ -112,7 +112,7 @@ def check_lines() -> tuple[list[str], int]:
 
 def main(argv: list[str] | None = None) -> int:
     """``--requirements`` or ``--check`` (module docstring)."""
-    ap = argparse.ArgumentParser(prog="python -m ccpo_lab.integrations.trainer_env")
+    ap = argparse.ArgumentParser(prog="python -m ccpo_lab.backends.verl.trainer_env")
     g = ap.add_mutually_exclusive_group(required=True)
     g.add_argument("--requirements", action="store_true",
                    help="print what to pip install --no-deps beside ccpo-lab")

@@ -2,15 +2,15 @@
 
 ::
 
-    python -m ccpo_lab.integrations.verl_agent --verl-agent CHECKOUT [--] OVERRIDES...
-    python -m ccpo_lab.integrations.verl_agent --verl-agent CHECKOUT --check
+    python -m ccpo_lab.backends.verl.agent.trainer --verl-agent CHECKOUT [--] OVERRIDES...
+    python -m ccpo_lab.backends.verl.agent.trainer --verl-agent CHECKOUT --check
 
 The first form runs ``verl.trainer.main_ppo`` of the checkout (exactly what
 ``python3 -m verl.trainer.main_ppo OVERRIDES`` does inside it), after:
 
 - putting the checkout first on ``sys.path`` and ``PYTHONPATH`` (so Ray workers import
   the same ``verl`` and ``agent_system``), and refusing a ``verl`` imported from elsewhere;
-- installing :func:`ccpo_lab.integrations.verl_agent_hooks.setup` in this process, and
+- installing :func:`ccpo_lab.backends.verl.agent.hooks.setup` in this process, and
   adding ``++ray_init.runtime_env.worker_process_setup_hook=...`` to the overrides unless
   they already set it, so every Ray worker process installs the hooks too.
 
@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 HOOK_KEY = "ray_init.runtime_env.worker_process_setup_hook"
-SETUP_HOOK = "ccpo_lab.integrations.verl_agent_hooks.setup"
+SETUP_HOOK = "ccpo_lab.backends.verl.agent.hooks.setup"
 
 CHECKS: tuple[tuple[str, str], ...] = (
     ("verl.trainer.ppo.ray_trainer", "compute_advantage"),
@@ -87,7 +87,7 @@ def check(path: Path) -> int:
     import importlib
     import importlib.util
 
-    from ccpo_lab.integrations import verl_agent_hooks
+    from ccpo_lab.backends.verl.agent import hooks as verl_agent_hooks
 
     failures = 0
     has_vllm = importlib.util.find_spec("vllm") is not None
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         head, overrides = args[:i], args[i + 1:]
     else:
         head, overrides = args, []
-    ap = argparse.ArgumentParser(prog="python -m ccpo_lab.integrations.verl_agent")
+    ap = argparse.ArgumentParser(prog="python -m ccpo_lab.backends.verl.agent.trainer")
     ap.add_argument("--verl-agent", required=True, type=Path, help="verl-agent checkout")
     ap.add_argument("--check", action="store_true", help="check the hook targets and exit")
     ns, rest = ap.parse_known_args(head)
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     use_checkout(path)
-    from ccpo_lab.integrations import verl_agent_hooks
+    from ccpo_lab.backends.verl.agent import hooks as verl_agent_hooks
 
     verl_agent_hooks.setup()
     check_verl_origin(path)

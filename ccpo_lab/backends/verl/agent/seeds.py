@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from ccpo_lab.integrations.verl_agent_env import ENV_VLLM_SEED
+from ccpo_lab.backends.verl.agent.env import ENV_VLLM_SEED
 
 ENV_SEED_STRIDE = 10_000
 """Distance between the ``env.seed`` of consecutive run seeds."""

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ccpo_lab.config.verl import VerlBackendConfig
+from ccpo_lab.backends.verl.settings import VerlBackendConfig
 
 if TYPE_CHECKING:
     from ccpo_lab.config.sweep import Sweep
@@ -104,7 +104,7 @@ def check_checkout(ctx: Context) -> list[Check]:
         f" (hooks written for {REFERENCE_COMMIT[:12]}: the next line checks them)"
     out = [Check("verl-agent checkout", "ok", f"{info.path} at {commit[:12]}{note}")]
     env = {**os.environ, **ctx.settings.env}
-    r = _run([ctx.settings.python, "-m", "ccpo_lab.integrations.verl_agent", "--verl-agent",
+    r = _run([ctx.settings.python, "-m", "ccpo_lab.backends.verl.agent.trainer", "--verl-agent",
               str(info.path), "--check"], timeout=600, env=env)
     if r is None:
         out.append(Check("verl-agent hooks", "FIX", f"could not run {ctx.settings.python} "
@@ -114,7 +114,7 @@ def check_checkout(ctx: Context) -> list[Check]:
                  if ln.startswith(("FAIL", "error"))]
         first = fails[0] if fails else (r.stderr.strip().splitlines() or ["?"])[-1]
         out.append(Check("verl-agent hooks", "FIX", f"{len(fails) or 1} problem(s); first: "
-                         f"{first[:200]} (python -m ccpo_lab.integrations.verl_agent "
+                         f"{first[:200]} (python -m ccpo_lab.backends.verl.agent.trainer "
                          f"--verl-agent {info.path} --check shows all)"))
     else:
         out.append(Check("verl-agent hooks", "ok", "every patched attribute is present"))
@@ -140,10 +140,10 @@ def check_packages(ctx: Context) -> list[Check]:
 
 
 def check_trainer_env(ctx: Context) -> list[Check]:
-    """ccpo-lab in the trainer environment: ``python -m ccpo_lab.integrations.trainer_env
+    """ccpo-lab in the trainer environment: ``python -m ccpo_lab.backends.verl.trainer_env
     --check`` with ``backend.verl.python`` (what the jobs run)."""
     env = {**os.environ, **ctx.settings.env}
-    r = _run([ctx.settings.python, "-m", "ccpo_lab.integrations.trainer_env", "--check"],
+    r = _run([ctx.settings.python, "-m", "ccpo_lab.backends.verl.trainer_env", "--check"],
              timeout=300, env=env)
     if r is None:
         return [Check("trainer environment", "FIX", f"cannot run {ctx.settings.python} "
@@ -153,7 +153,7 @@ def check_trainer_env(ctx: Context) -> list[Check]:
         first = fails[0] if fails else (r.stderr.strip().splitlines() or ["?"])[-1]
         return [Check("trainer environment", "FIX", f"{len(fails) or 1} problem(s); first: "
                       f"{first[:160]} (install ccpo-lab with `{ctx.settings.python} -m pip "
-                      "install --no-deps ccpo-lab` plus `-m ccpo_lab.integrations.trainer_env "
+                      "install --no-deps ccpo-lab` plus `-m ccpo_lab.backends.verl.trainer_env "
                       "--requirements`; README: the trainer environment)")]
     return [Check("trainer environment", "ok", f"{ctx.settings.python}: ccpo-lab's job side "
                   "imports (its torch, vLLM and verl untouched)")]

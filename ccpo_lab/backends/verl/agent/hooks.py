@@ -3,12 +3,12 @@
 :func:`setup` is Ray's ``worker_process_setup_hook`` (``ray_init.runtime_env`` in the
 trainer's config, so it runs at the start of every Ray worker process: the TaskRunner
 actor, the FSDP/vLLM workers, the environment workers) and is also called by the entry
-point :mod:`ccpo_lab.integrations.verl_agent` in the driver. It imports nothing heavy: it
+point :mod:`ccpo_lab.backends.verl.agent.trainer` in the driver. It imports nothing heavy: it
 installs an import hook that patches each target module right after it is first imported
 (and patches at once the ones already imported). Targets (see :data:`TARGETS`):
 
 ===============================================  =============================================
-module                                           patch (:mod:`.verl_agent_patches`)
+module                                           patch (:mod:`.patches`)
 ===============================================  =============================================
 ``verl.trainer.ppo.ray_trainer``                 ``compute_advantage`` routed to
                                                  ``ccpo_lab.estimators``; ``RayPPOTrainer``
@@ -26,10 +26,10 @@ module                                           patch (:mod:`.verl_agent_patche
 ===============================================  =============================================
 
 With ``backend.verl.device: cpu`` the CPU adapter's patches
-(:data:`ccpo_lab.integrations.verl_agent_cpu.CPU_TARGETS`) are applied too.
+(:data:`ccpo_lab.backends.verl.agent.cpu.CPU_TARGETS`) are applied too.
 
 Written against verl-agent commit ``796ed310287fa605c9292a0fce07a86d79fde05e``;
-``python -m ccpo_lab.integrations.verl_agent --verl-agent PATH --check`` tells whether a
+``python -m ccpo_lab.backends.verl.agent.trainer --verl-agent PATH --check`` tells whether a
 checkout still offers every attribute patched here.
 """
 
@@ -45,7 +45,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from ccpo_lab.integrations import verl_agent_cpu
+from ccpo_lab.backends.verl.agent import cpu as verl_agent_cpu
 
 TARGETS: dict[str, str] = {
     "verl.trainer.ppo.ray_trainer": "patch_ray_trainer",
@@ -58,7 +58,7 @@ TARGETS: dict[str, str] = {
     "agent_system.environments.env_package.alfworld.envs": "patch_alfworld_envs",
     "verl.workers.rollout.hf_rollout": "patch_hf_rollout",
 }
-"""Module -> name of its patch function in :mod:`ccpo_lab.integrations.verl_agent_patches`."""
+"""Module -> name of its patch function in :mod:`ccpo_lab.backends.verl.agent.patches`."""
 
 PATCHED_ATTR = "__ccpo_lab_patched__"
 """Set on a module once patched (the patch runs once per process)."""
@@ -89,7 +89,7 @@ def _cpu() -> bool:
 
 def _targets() -> dict[str, list[Callable[[ModuleType], None]]]:
     """Module -> its patch functions here (the CPU adapter's first, when active)."""
-    from ccpo_lab.integrations import verl_agent_patches
+    from ccpo_lab.backends.verl.agent import patches as verl_agent_patches
 
     out: dict[str, list[Callable[[ModuleType], None]]] = {}
     if _cpu():

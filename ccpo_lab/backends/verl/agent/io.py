@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ccpo_lab.integrations.verl_agent_env import ENV_METRICS, ENV_RUN_DIR
+from ccpo_lab.backends.verl.agent.env import ENV_METRICS, ENV_RUN_DIR
 
 
 def _scalar(value: Any) -> float | int | None:

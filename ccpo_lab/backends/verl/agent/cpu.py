@@ -1,7 +1,7 @@
 """The CPU adapter: verl-agent's trainer at the pinned commit on a machine without GPUs.
 
 Active only with ``backend.verl.device: cpu`` (the trainer command sets
-:data:`~ccpo_lab.integrations.verl_agent_env.ENV_DEVICE` to ``cpu`` in the trainer and every
+:data:`~ccpo_lab.backends.verl.agent.env.ENV_DEVICE` to ``cpu`` in the trainer and every
 Ray worker) and only where torch sees no CUDA device: :func:`install` refuses to run on a
 GPU machine, so the adapter is never reached on a GPU node. It edits nothing of
 verl-agent: the Hydra overrides below go on the trainer's command line
@@ -48,7 +48,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ccpo_lab.integrations.verl_agent_env import ENV_DEVICE
+from ccpo_lab.backends.verl.agent.env import ENV_DEVICE
 
 CPU_TARGETS: dict[str, str] = {
     "verl.utils.device": "patch_torch_for_cpu",
@@ -57,7 +57,7 @@ CPU_TARGETS: dict[str, str] = {
 ``verl.utils.device`` is imported by every verl module that touches a device, before any
 of them runs, so the torch patches go in with it."""
 
-STANDINS = Path(__file__).resolve().parent / "standins"
+STANDINS = Path(__file__).resolve().parents[1] / "standins"
 """Folder of the stand-in modules (``torchvision``), appended to ``sys.path`` on CPU when
 the real one is absent."""
 
