@@ -53,3 +53,14 @@ def test_long_line_benchmark_measures_each_command() -> None:
         "sync + 5 MB NUL tail", "import JSONL, one 5 MB line",
         "import console, one 5 MB line"]
     assert all(r[3] == "0" and int(r[2]) > 0 for r in rows)
+
+
+def test_architecture_benchmark_reports_cycles_imports_and_times() -> None:
+    import json as _json
+    out = subprocess.run([sys.executable, "benchmarks/bench_architecture.py", "--json"],
+                         cwd=REPO, capture_output=True, text=True, timeout=300,
+                         check=True).stdout
+    doc = _json.loads(out)
+    assert doc["modules"] > 100 and doc["function_level_imports_of_ccpo_lab"] > 0
+    assert isinstance(doc["package_cycles_all_imports"], list)
+    assert doc["help_s"] > 0 and doc["readme"]["lines"] > 0

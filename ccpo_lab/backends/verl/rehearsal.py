@@ -355,10 +355,21 @@ class Rehearsal:
         return self.results / (self.sweep.name[:-len(SUFFIX)] + RESUME_SUFFIX)
 
     def resume_overrides(self) -> list[str]:
-        """The overrides of the resume check's copy of the first arm's first seed, inline."""
+        """The overrides of the resume check's copy of the first arm's first seed, inline.
+
+        The rehearsal's own ``name``/``arms``/``seeds`` are replaced (each key may be given
+        once) and its launcher overrides dropped (``launcher.partition=...`` names no key
+        of the inline launcher)."""
         sw = self.sweep
-        return [*self.overrides, f"name={self.resume_dir.name}", f"arms=[{sw.arms[0].name}]",
+        kept = [o for o in self.overrides if not _sets(o, ("name", "arms", "seeds"))]
+        return [*kept, f"name={self.resume_dir.name}", f"arms=[{sw.arms[0].name}]",
                 f"seeds=[{sw.config.seeds[0]}]", "launcher=inline"]
+
+
+def _sets(override: str, keys: tuple[str, ...]) -> bool:
+    """Whether a Hydra override sets one of ``keys`` or the launcher (group or key)."""
+    key = override.lstrip("+~").split("=", 1)[0].strip()
+    return key in keys or key == "launcher" or key.startswith("launcher.")
 
 
 def prepare(sweep_file: str | Path, overrides: Sequence[str], results: str | Path,

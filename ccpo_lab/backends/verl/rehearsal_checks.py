@@ -176,6 +176,7 @@ def check_advantages(runs: Sequence[RunView], estimators: Mapping[str, Any]) -> 
     by_seed: dict[int, dict[str, RunView]] = {}
     for r in runs:
         by_seed.setdefault(r.seed, {})[r.arm] = r
+    gap = 0.0               # the largest step-1 difference of a summary between two arms
     for seed, arms in sorted(by_seed.items()):
         names = sorted(arms)
         for i, a in enumerate(names):
@@ -189,14 +190,16 @@ def check_advantages(runs: Sequence[RunView], estimators: Mapping[str, Any]) -> 
                                  "different estimators but identical step-1 advantages "
                                  f"(mean, max, min = {sa}): is the estimator routed?",
                                  where=str(arms[b].path / "logs" / "trainer.log"))
+                gap = max(gap, *(abs(x - y) for x, y in zip(sa, sb, strict=True)))
     mean_abs: dict[str, list[float]] = {}
     for r in runs:
         vals = [float(row[k]) for row in r.step_rows().values()
                 for k in ("adv/adv_ep_absmean",) if k in row]
         mean_abs.setdefault(r.arm, []).extend(vals)
     parts = ", ".join(f"{a} {sum(v) / len(v):.3f}" for a, v in mean_abs.items() if v)
-    return Check("advantages", True, "non-zero in every arm; arms differ at step 1 "
-                 f"(mean |episode advantage|: {parts or 'n/a'})")
+    return Check("advantages", True, "non-zero in every arm; arms differ at step 1 (by "
+                 f"up to {gap:.3g} in mean/max/min advantage); mean |episode advantage|: "
+                 f"{parts or 'n/a'}")
 
 
 def check_verify(sweep_dir: Path, runs: Sequence[RunView]) -> Check:

@@ -418,6 +418,8 @@ def check_merge(ctx: Ctx) -> str:
         raise Skip("no --verl-agent CHECKOUT (CCPO_LAB_VERL_AGENT)")
     if ctx.model_dir is None:
         raise Skip("no tiny model")
+    if not str(ctx.device).startswith("cuda"):
+        raise Skip("the merge check shards with FSDP over NCCL: it needs a GPU")
     import subprocess
 
     import torch.distributed as dist

@@ -103,6 +103,7 @@ def test_dataproto_path_equals_the_pure_estimator(name: str, params: dict[str, A
     # balanced order plus two padding copies (rows 1 and 4), as adjust_batch makes them
     order = [5, 2, 7, 0, 3, 6, 1, 4, 1, 4]
     data = _batch(order)
+    data_phi = data.batch[PHI_KEY].clone()
     out = P.ccpo_lab_advantage(data, name, params, _config(name, params))
     want = _expected(name, params)
     mask = data.batch["response_mask"]
@@ -114,6 +115,10 @@ def test_dataproto_path_equals_the_pure_estimator(name: str, params: dict[str, A
     assert PHI_KEY not in out.batch.keys()  # noqa: SIM118
     assert P.STATE.pending["adv/padding_rows"] == 2.0
     assert any(k.startswith("adv/") and k != "adv/padding_rows" for k in P.STATE.pending)
+    phi = data_phi.float()     # the features the batch carried: what the reference pass gave
+    assert P.STATE.pending["adv/phi_dim"] == float(phi.shape[-1])
+    assert P.STATE.pending["adv/phi_rows"] == float(len(order))
+    assert abs(P.STATE.pending["adv/phi_norm_mean"] - float(phi.norm(dim=-1).mean())) < 1e-6
     rec = json.loads((tmp_path / "run.json").read_text())["estimator_instantiated"]
     assert rec["name"] == name and rec["params"] == get_estimator(name, **params).params
 

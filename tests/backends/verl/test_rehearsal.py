@@ -136,6 +136,26 @@ def test_the_rehearsal_keeps_a_launcher_override(tmp_path: Path) -> None:
     assert load_sweep(SLURM, ["launcher=inline", *ov]).config.launcher.kind == "inline"
 
 
+def test_the_resume_copy_drops_the_sweeps_launcher_keys(tmp_path: Path) -> None:
+    """The resume check's copy runs inline: ``launcher.partition=...`` (a Slurm key the
+    inline launcher lacks) would make its sweep a usage error (as it did in CI)."""
+    mine = ["launcher.partition=debug", "launcher.cpus_per_task=2", "++launcher.mem_gb=10"]
+    user = load_sweep(SLURM, mine)
+    ov = R.rehearsal_overrides(user, "cpu", CPU, tmp_path, tmp_path, INFO,
+                               R.RehearsalSettings())
+    every = (*mine, *ov)
+    sw = load_sweep(SLURM, list(every))
+    reh = R.Rehearsal(sweep_file=str(SLURM), overrides=every, results=tmp_path, sweep=sw,
+                      machine=CPU, device="cpu", settings=R.RehearsalSettings(),
+                      model_info=INFO)
+    copy = load_sweep(SLURM, reh.resume_overrides())
+    assert copy.config.launcher.kind == "inline"
+    assert [a.name for a in copy.arms] == [sw.arms[0].name]
+    assert copy.config.seeds == sw.config.seeds[:1]
+    assert {"launcher.partition=debug", "++launcher.mem_gb=10"}.isdisjoint(
+        reh.resume_overrides())
+
+
 def test_cuda_is_refused_where_the_trainer_sees_no_gpu() -> None:
     from ccpo_lab.errors import UserError
 

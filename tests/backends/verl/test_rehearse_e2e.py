@@ -28,7 +28,9 @@ import pytest
 CHECKOUT = os.environ.get("CCPO_LAB_VERL_AGENT")
 TRAINER = os.environ.get("CCPO_LAB_TRAINER_PYTHON")
 REPO = Path(__file__).resolve().parents[3]
-ARMS = ("grpo", "ccpo-return-hard")
+ARMS = ("grpo", "ccpo-global-successor")
+"""GRPO, and a CCPO arm whose baseline uses the reference pass's features (the global
+gate's kernel baseline; ccpo-return-hard, with rho 0, captures them and discards them)."""
 
 pytestmark = [
     pytest.mark.verl_agent, pytest.mark.rehearsal, pytest.mark.slow,
@@ -125,8 +127,17 @@ def test_metrics_are_complete_finite_and_the_estimators_had_signal(
             assert max(abs(float(rows[t]["critic/advantages/max"])) +
                        abs(float(rows[t]["critic/advantages/min"])) for t in (1, 2)) > 0
             if "ccpo" in arm:
-                # CCPO's step term used the features captured in the reference pass
+                # CCPO's step term used the features captured in the real reference pass:
+                # one vector of the tiny model's hidden size per row
+                hidden = json.loads((d / "rehearsal.json").read_text())["model"]["spec"][
+                    "hidden_size"]
                 assert any(float(rows[t].get("adv/adv_step_absmean", 0)) > 0 for t in (1, 2))
+                for t in (1, 2):
+                    assert rows[t]["adv/phi_dim"] == hidden
+                    assert rows[t]["adv/phi_norm_mean"] > 0
+                    assert rows[t]["adv/phi_rows"] > 0
+            else:
+                assert "adv/phi_dim" not in rows[1]
             step1[(arm, seed)] = (rows[1]["critic/advantages/max"],
                                   rows[1]["critic/advantages/min"])
     for seed in (0, 1):   # identical rollouts, different estimators: different advantages

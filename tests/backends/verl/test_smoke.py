@@ -25,6 +25,7 @@ raise SystemExit(main(sys.argv[1:]))
 def test_gpu_smoke_passes_on_cpu_without_verl(tmp_path: Path) -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error",
            "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
+    env.pop("CCPO_LAB_VERL_AGENT", None)     # as on the GPU machine: no checkout unless given
     r = subprocess.run([sys.executable, "-c", RUNNER, "--device", "cpu", "--out",
                         str(tmp_path / "out"), "--work", str(tmp_path / "work")],
                        capture_output=True, text=True, timeout=600, env=env, cwd=REPO)

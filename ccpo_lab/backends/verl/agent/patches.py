@@ -155,12 +155,21 @@ def ccpo_lab_advantage(data: Any, name: str, params: dict[str, Any], config: Any
     adv = adv_sub[torch.as_tensor(inverse, device=adv_sub.device)]
     data.batch["advantages"] = adv
     data.batch["returns"] = adv
-    if PHI_KEY in data.batch.keys():  # noqa: SIM118 - TensorDict
-        data.batch.pop(PHI_KEY)
+    phi = data.batch.pop(PHI_KEY) if PHI_KEY in data.batch.keys() else None  # noqa: SIM118
     STATE.pending.update({f"adv/{k}": float(v) for k, v in out.diagnostics.items()})
     STATE.pending["adv/padding_rows"] = float(len(data) - len(unique_rows))
+    if phi is not None:  # the features the reference pass captured (CCPO_LAB_CAPTURE_PHI)
+        STATE.pending.update(phi_diagnostics(phi))
     _record_estimator(est)
     return data
+
+
+def phi_diagnostics(phi: Any) -> dict[str, float]:
+    """What the reference pass's features were: ``adv/phi_dim`` (the model's hidden size),
+    ``adv/phi_rows`` and ``adv/phi_norm_mean`` (mean L2 norm of a row's vector)."""
+    x = phi.float()
+    return {"adv/phi_dim": float(x.shape[-1]), "adv/phi_rows": float(x.shape[0]),
+            "adv/phi_norm_mean": float(x.norm(dim=-1).mean())}
 
 
 def _first_rows(inverse: np.ndarray) -> np.ndarray:
