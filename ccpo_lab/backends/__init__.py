@@ -16,13 +16,26 @@ exposing:
 - optionally ``check_sweep(runs, run_dirs)`` (checks over a whole sweep, before anything
   is written) and ``worker(run, run_dir, placement)`` (tasks > 0 of a multi-node run).
 
+What the report and the CLI ask of a backend is read from its package
+(``ccpo_lab.backends.<kind>``, whose ``__init__`` imports nothing heavy: the verl-agent
+trainer imports the hooks below it) and from an optional module beside its runner:
+
+- ``recorded_model(backend, backend_runtime) -> str | None``: the model a run trained,
+  from its ``config.yaml`` sections (absent: the backend records none);
+- ``PUBLISHED_SETUP``: None when its runs may be compared with the published ALFWorld
+  numbers, else why not (absent: a generic reason);
+- ``ccpo_lab.backends.<kind>.doctor``: ``run_doctor(sweep, results)`` and
+  ``run_on_node(sweep, results)``, the machine checks of ``ccpo-lab doctor``.
+
 This module dispatches on ``run.backend.kind`` and imports the backend lazily.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+import importlib.util
+from collections.abc import Mapping, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -71,3 +84,42 @@ def describe(run: RunConfig, run_dir: RunDir, placement: Placement) -> str:
     if hasattr(mod, "describe"):
         return str(mod.describe(run, run_dir, placement))
     return shlex.join(["python", "-m", "ccpo_lab.runs.execute", str(run_dir.path)])
+
+
+def backend_package(kind: str | None) -> ModuleType | None:
+    """The package ``ccpo_lab.backends.<kind>`` (None for a kind no backend has: a run
+    imported from elsewhere, an unreadable one)."""
+    from ccpo_lab.config.schema import BackendConfig
+
+    if kind not in BackendConfig.kinds():
+        return None
+    return importlib.import_module(f"ccpo_lab.backends.{kind}")
+
+
+def recorded_model(kind: str | None, backend: Mapping[str, Any],
+                   runtime: Mapping[str, Any]) -> Any:
+    """The model a run of backend ``kind`` trained, read from its ``config.yaml``'s
+    ``backend`` and ``backend_runtime`` sections (None: the backend records none)."""
+    hook = getattr(backend_package(kind), "recorded_model", None)
+    return None if hook is None else hook(backend, runtime)
+
+
+def published_setup(kind: str) -> str | None:
+    """None when runs of backend ``kind`` may be compared with the published numbers (the
+    report's baselines), else why not."""
+    generic = f"backend {kind!r} is not the published setup"
+    note: str | None = getattr(backend_package(kind), "PUBLISHED_SETUP", generic)
+    return note
+
+
+def doctor_kinds() -> tuple[str, ...]:
+    """The backends with machine checks (a ``doctor`` module beside their runner)."""
+    from ccpo_lab.config.schema import BackendConfig
+
+    return tuple(k for k in BackendConfig.kinds()
+                 if importlib.util.find_spec(f"ccpo_lab.backends.{k}.doctor") is not None)
+
+
+def doctor_module(kind: str) -> Any:
+    """Backend ``kind``'s machine checks (``run_doctor``, ``run_on_node``)."""
+    return importlib.import_module(f"ccpo_lab.backends.{kind}.doctor")

@@ -25,27 +25,30 @@ def doctor(
     launcher (Slurm, GPU slots) and disk here, and GPUs, flash-attn, the vLLM attention
     backend, ALFWorld data and the model where the runs execute (from a Slurm login node:
     with --on-node, in a one-node job); exit 1 when something needs fixing."""
-    from ccpo_lab.backends.verl.doctor import run_doctor, run_on_node
+    from ccpo_lab.backends import doctor_kinds, doctor_module
     from ccpo_lab.errors import UserError
 
     sweep = None
+    kinds = doctor_kinds()
+    kind = kinds[0]  # without a sweep: the defaults of the backend with machine checks
     if sweep_file is not None:
         from ccpo_lab.config.sweep import load_sweep
 
         sweep = load_sweep(sweep_file, overrides or [])
-        if sweep.config.backend.kind != "verl":
-            raise UserError("doctor checks machines for the verl backend; this sweep uses "
-                            f"backend {sweep.config.backend.kind!r}", file=sweep_file,
-                            key="backend.kind", value=sweep.config.backend.kind)
+        kind = sweep.config.backend.kind
+        if kind not in kinds:
+            raise UserError(f"doctor checks machines for the {' and '.join(kinds)} backend; "
+                            f"this sweep uses backend {kind!r}", file=sweep_file,
+                            key="backend.kind", value=kind)
     if on_node and sweep is None:
         raise UserError("--on-node needs a sweep file (its launcher runs the job)",
                         key="sweep_file")
-    checks = run_doctor(sweep, results)
+    checks = doctor_module(kind).run_doctor(sweep, results)
     if on_node:
         assert sweep is not None
         typer.echo("node-side checks: in a one-node job of the sweep's launcher "
                    f"({sweep.config.launcher.kind}), waiting for it ...", err=True)
-        where, node = run_on_node(sweep, results)
+        where, node = doctor_module(kind).run_on_node(sweep, results)
         names = {c.name for c in node}
         checks = [c for c in checks if not (c.status == "skip" and c.name in names)]
         checks += [type(c)(f"{c.name} [{where}]", c.status, c.detail) for c in node]

@@ -6,15 +6,35 @@ out of the run identity (:mod:`ccpo_lab.config.identity`).
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ccpo_lab.backends.local.settings import LocalBackendConfig
-from ccpo_lab.backends.verl.settings import VerlBackendConfig
 from ccpo_lab.config.adaptive import AdaptiveConfig
 from ccpo_lab.config.launcher import LauncherSettings
 from ccpo_lab.config.protocol import ProtocolConfig
 from ccpo_lab.config.tracking import WandbConfig
+
+BACKENDS: dict[str, str] = {
+    "local": "ccpo_lab.backends.local.settings:LocalBackendConfig",
+    "verl": "ccpo_lab.backends.verl.settings:VerlBackendConfig",
+}
+"""Backend kind -> its settings dataclass, ``"module:Class"``: named here, imported on use
+(configuration sits below the backends and imports none of them)."""
+
+
+def backend_settings(kind: str) -> Any:
+    """The settings dataclass of backend ``kind`` (:data:`BACKENDS`), imported now.
+
+    :class:`BackendConfig`'s field annotations call it, so ``typing.get_type_hints`` (the
+    schema readers') resolves them to the settings class when a sweep is read.
+    """
+    module, _, name = BACKENDS[kind].partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _settings_of(kind: str) -> Any:
+    return field(default_factory=lambda: backend_settings(kind)())
 
 
 @dataclass(frozen=True)
@@ -22,15 +42,18 @@ class BackendConfig:
     """Which backend trains the runs, with each backend's settings.
 
     This class is the backend registry: a field per backend, named by its kind, holding
-    its settings dataclass; the backend's code is ``ccpo_lab.backends.<kind>.runner``.
+    its settings dataclass (:data:`BACKENDS`); the backend's code is
+    ``ccpo_lab.backends.<kind>.runner``.
     """
 
     kind: str = "local"
     """``local`` (CPU, generated games, small policy) or ``verl`` (GPU clusters)."""
-    local: LocalBackendConfig = field(default_factory=LocalBackendConfig)
-    """Settings used when ``kind`` is ``local``."""
-    verl: VerlBackendConfig = field(default_factory=VerlBackendConfig)
-    """Settings used when ``kind`` is ``verl``."""
+    local: backend_settings("local") = _settings_of("local")  # type: ignore[valid-type]
+    """Settings used when ``kind`` is ``local``
+    (:class:`~ccpo_lab.backends.local.settings.LocalBackendConfig`)."""
+    verl: backend_settings("verl") = _settings_of("verl")  # type: ignore[valid-type]
+    """Settings used when ``kind`` is ``verl``
+    (:class:`~ccpo_lab.backends.verl.settings.VerlBackendConfig`)."""
 
     @property
     def settings(self) -> Any:

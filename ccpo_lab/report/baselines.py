@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ccpo_lab.backends import published_setup
 from ccpo_lab.report.collect import RunData
 from ccpo_lab.report.model import BaselineRow, Baselines
 
@@ -75,12 +76,11 @@ def published_baselines(runs: Sequence[RunData]) -> Baselines:
     if not runs:
         return _left_out("no runs")
     kinds = sorted({r.backend or "unknown" for r in runs})
-    if kinds != ["verl"]:
-        why = {"local": "the local CPU backend (generated games, small policy) is not the "
-                        "published setup",
-               "imported": "imported runs carry no backbone or protocol to check"}
-        other = next((k for k in kinds if k != "verl"), kinds[0])
-        return _left_out(why.get(other, f"backend {other!r} is not the published setup"))
+    why = {k: "imported runs carry no backbone or protocol to check" if k == "imported"
+           else published_setup(k) for k in kinds}
+    other = next((k for k in kinds if why[k] is not None), None)
+    if other is not None:
+        return _left_out(str(why[other]))
     backbones = {backbone_of(r.model_path) for r in runs}
     if len(backbones) != 1 or None in backbones:
         models = sorted({str(r.model_path) for r in runs})

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ccpo_lab.backends import recorded_model
 from ccpo_lab.report.discover import FoundRun
 from ccpo_lab.runs.files import MAX_LINE, Cut, RunFileError, open_file, read_small
 from ccpo_lab.runs.layout import RunDir
@@ -440,8 +441,7 @@ def load_run(found: FoundRun, metrics: Sequence[str]) -> RunData:
     backend = _section(cfg, "backend")
     runtime = _section(cfg, "backend_runtime")
     kind = backend.get("kind") or run.get("backend")
-    model = ((runtime.get("model_path") or (backend.get("verl") or {}).get("model_path"))
-             if kind == "verl" else None)
+    model = recorded_model(kind, backend, runtime)
     total = _as_int((protocol or {}).get("total_steps")) or _as_int(imported.get("total_steps")) \
         or _as_int(state.get("total_steps"))
     episodes = _as_int((protocol or {}).get("val_batch_size")) \

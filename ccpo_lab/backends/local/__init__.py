@@ -8,3 +8,8 @@ shaped prompts, tokenizer), ``policy`` (the network), ``rollout`` (episodes), ``
 
 Modules are imported on demand; importing this package imports nothing heavy.
 """
+
+PUBLISHED_SETUP: str | None = ("the local CPU backend (generated games, small policy) is not "
+                               "the published setup")
+"""Why the report shows no published baselines beside local runs
+(:func:`ccpo_lab.backends.published_setup`)."""
