@@ -7,7 +7,7 @@ and ``status`` / ``cancel`` follow it. For each evaluation of ``request.json``:
 
 - its file exists (complete): nothing to do;
 - another job holds the evaluation's lock (two requests raced for it): left to it;
-- else each repeat is played by the backend (:mod:`ccpo_lab.evaluation.backend`) unless
+- else each repeat is played by the backend (:mod:`ccpo_lab.backends.eval_contract`) unless
   the job's ``partial/`` already holds it (a job interrupted after it), then kept there
   atomically; once every repeat is in, the file ``evals/<key>.jsonl`` is written whole
   (:func:`ccpo_lab.runs.evals.write_eval_file`) and the partial repeats removed.
@@ -29,8 +29,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ccpo_lab.backends.eval_contract import RepeatResult, eval_backend
 from ccpo_lab.config.yamlio import atomic_write_text
-from ccpo_lab.evaluation.backend import RepeatResult, eval_backend
 from ccpo_lab.evaluation.spec import EvalTarget, target_from_json
 from ccpo_lab.placement import Placement
 from ccpo_lab.runs.evals import FORMAT, EvalJobDir, eval_path, evals_dir, write_eval_file

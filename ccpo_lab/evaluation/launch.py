@@ -80,7 +80,7 @@ def _write_jobs(jobs: Sequence[JobPlan], console: Any) -> list[EvalJobDir]:
 
 def plan_lines(plans: Sequence[JobPlan], launcher: Launcher, dry_run: bool) -> list[str]:
     """What a launch does, per run and evaluation, and the command of the first job."""
-    from ccpo_lab.evaluation.backend import eval_backend
+    from ccpo_lab.backends.eval_contract import eval_backend
 
     out = []
     shown = False

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ccpo_lab.backends.eval_contract import Checkpoints, eval_backend
 from ccpo_lab.config.schema import RunConfig
 from ccpo_lab.errors import UserError
-from ccpo_lab.evaluation.backend import Checkpoints, eval_backend
 from ccpo_lab.evaluation.spec import EvalRequest, EvalSetting, EvalTarget, canonical, target_json
 from ccpo_lab.runs.evals import EvalJobDir, eval_path, job_dir, job_dirs, read_eval_file
 from ccpo_lab.runs.layout import RunDir

@@ -3,7 +3,7 @@
 An evaluation (:class:`EvalTarget`) is one checkpoint (its training step) scored on one
 :class:`EvalSetting` (split, games, repeats, temperature) and one draw: the backend's
 description of which games are played in which order and how their sampling seeds are
-derived (:mod:`ccpo_lab.evaluation.backend`), which does not depend on the arm or the
+derived (:mod:`ccpo_lab.backends.eval_contract`), which does not depend on the arm or the
 seed. Its key names its file (``evals/<key>.jsonl``): a finished evaluation is never
 redone, and a changed setting gets its own file.
 

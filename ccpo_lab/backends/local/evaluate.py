@@ -1,5 +1,5 @@
 """The CPU backend's checkpoint evaluation (``ccpo-lab evaluate``; the contract is
-:mod:`ccpo_lab.evaluation.backend`).
+:mod:`ccpo_lab.backends.eval_contract`).
 
 Checkpoints: ``checkpoints/step-<k>.pt`` (the newest two and the final one) and the best
 held-out evaluation's, ``checkpoints/best/`` (:func:`~.checkpoint.save_best`). Splits:
@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ccpo_lab.backends.eval_contract import Checkpoints, EpisodeRange, RepeatResult
 from ccpo_lab.errors import UserError
-from ccpo_lab.evaluation.backend import Checkpoints, EpisodeRange, RepeatResult
 
 if TYPE_CHECKING:
     from ccpo_lab.config.schema import RunConfig

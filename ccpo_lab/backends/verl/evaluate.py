@@ -48,8 +48,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ccpo_lab.backends.eval_contract import Checkpoints, EpisodeRange, RepeatResult
 from ccpo_lab.errors import UserError
-from ccpo_lab.evaluation.backend import Checkpoints, EpisodeRange, RepeatResult
 
 if TYPE_CHECKING:
     from ccpo_lab.backends.verl.command import TrainerCommand
