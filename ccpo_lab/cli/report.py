@@ -82,8 +82,8 @@ def _write(rep: Report, out: Path, sync: bool, closing_to_stderr: bool) -> None:
     The closing note (what was written, each figure and what it shows, MLflow) goes to
     standard output, or to standard error when the report itself is printed there.
     """
-    from ccpo_lab.report.discover import read_manifest
     from ccpo_lab.report.output import figure_list, write_all
+    from ccpo_lab.runs.sweep_runs import read_sweep_config
 
     def say(line: str) -> None:
         typer.echo(line, err=closing_to_stderr)
@@ -93,7 +93,7 @@ def _write(rep: Report, out: Path, sync: bool, closing_to_stderr: bool) -> None:
     say(f"wrote {len(written)} files to {out}: {', '.join(names)}, and the figures:")
     for files, what in figure_list():
         say(f"  {files}: {what}")
-    enabled = read_manifest(rep.sweep_dir).get("tracking", {}).get("enabled", True)
+    enabled = read_sweep_config(rep.sweep_dir).get("tracking", {}).get("enabled", True)
     if not sync or enabled is False:
         return
     from ccpo_lab.tracking.store import http_defaults

@@ -27,7 +27,6 @@ from ccpo_lab.report.collect import (
     Series,
     load_run,
 )
-from ccpo_lab.report.discover import load_sweep_runs
 from ccpo_lab.report.model import (
     ArmRow,
     Note,
@@ -39,6 +38,7 @@ from ccpo_lab.report.model import (
 )
 from ccpo_lab.report.numbers import NO_INTERVAL, arm_rng, interval, is_rate, num
 from ccpo_lab.report.settings import DEFAULT_RNG_SEED, ReportSettings, resolve_settings
+from ccpo_lab.runs.sweep_runs import load_sweep_runs
 
 _EMPTY: Series = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64))
 

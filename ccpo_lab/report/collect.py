@@ -24,9 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from ccpo_lab.report.discover import FoundRun
 from ccpo_lab.runs.files import MAX_LINE, Cut, RunFileError, open_file, read_small
-from ccpo_lab.runs.layout import RunDir
+from ccpo_lab.runs.layout import FoundRun, RunDir
 from ccpo_lab.runs.metrics import (
     EPISODE_COUNT,
     MAX_STEP,
