@@ -37,7 +37,12 @@ from ccpo_lab.report.model import (
     to_plain,
 )
 from ccpo_lab.report.numbers import NO_INTERVAL, arm_rng, interval, is_rate, num
-from ccpo_lab.report.settings import DEFAULT_RNG_SEED, ReportSettings, resolve_settings
+from ccpo_lab.report.settings import (
+    DEFAULT_RNG_SEED,
+    OPTION_KEYS,
+    ReportSettings,
+    resolve_settings,
+)
 from ccpo_lab.runs.sweep_runs import load_sweep_runs
 
 _EMPTY: Series = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64))
@@ -291,10 +296,8 @@ def build_report(sweep_dir: str | Path, options: Mapping[str, Any] | None = None
     evaluation, eval_notes = evaluation_section(runs, arms, settings)
     notes += eval_notes
     model = ReportModel(
-        sweep=str(manifest.get("name") or root.name), metric=settings.metric,
-        window_start=settings.window_start, reference=settings.reference,
-        confidence=settings.confidence, bootstrap_reps=settings.bootstrap_reps,
-        alpha=settings.alpha, power=settings.power, settings_from=dict(settings.sources),
+        sweep=str(manifest.get("name") or root.name),
+        **{k: getattr(settings, k) for k in OPTION_KEYS}, settings_from=dict(settings.sources),
         bootstrap_min_seeds=bootstrap_min_runs(settings.confidence),
         iqm_bootstrap_min_seeds=bootstrap_min_runs(settings.confidence, n_strata=len(TASKS)),
         arms=tuple(arm_rows), comparisons=comparisons,

@@ -21,6 +21,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
+from ccpo_lab.config.analysis import RunScore
+
 __all__ = [
     "BestEvaluation",
     "Rise",
@@ -95,7 +97,8 @@ def _mean_sd(v: NDArray[np.float64]) -> tuple[float, float]:
     return mean, sd
 
 
-def window_summary(steps: ArrayLike, values: ArrayLike, window_start: int = 70) -> WindowSummary:
+def window_summary(steps: ArrayLike, values: ArrayLike,
+                   window_start: int = RunScore.window_start) -> WindowSummary:
     """Mean, sd and count of the evaluations at ``step >= window_start``.
 
     Args:
