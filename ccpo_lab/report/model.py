@@ -517,6 +517,12 @@ class ReportModel(ResolvedAnalysis, _SweepName):
     cost: CostSection | None = field(default=None, metadata=NESTED)
     """What the runs cost (None: no run recorded its cost, e.g. imported runs)."""
 
+    @property
+    def task_columns(self) -> tuple[str, ...]:
+        """The per-task-type table's columns: the task types (the task-type table's, then
+        any other a run logged), then ``All`` and ``Turns`` (the arms' ``per_task`` keys)."""
+        return tuple(self.arms[0].per_task) if self.arms else ()
+
     def arm(self, name: str) -> ArmRow:
         """The row of arm ``name`` (KeyError if absent)."""
         for a in self.arms:
