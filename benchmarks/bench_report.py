@@ -88,10 +88,10 @@ def main() -> None:
     args = ap.parse_args()
     from ccpo_lab.report.analysis import build_report
     from ccpo_lab.report.collect import load_run
-    from ccpo_lab.report.discover import discover_runs, newest_runs
     from ccpo_lab.report.export import to_json
     from ccpo_lab.report.latex import to_latex
     from ccpo_lab.report.tables import to_markdown
+    from ccpo_lab.runs.layout import SweepDir
 
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
@@ -106,7 +106,7 @@ def main() -> None:
         times, reads, cpus, renders = [], [], [], []
         for _ in range(args.repeat):
             t = time.perf_counter()
-            newest = newest_runs(discover_runs(sweep_dir))
+            newest = SweepDir(sweep_dir).newest()[0]
             for f in newest.values():
                 load_run(f, ["val/success_rate"])
             reads.append(time.perf_counter() - t)

@@ -33,6 +33,7 @@ import numpy as np
 
 from ccpo_lab.adaptive.decide import Scores, decide_look
 from ccpo_lab.adaptive.state import AdaptiveState
+from ccpo_lab.config.analysis import RunScore
 from ccpo_lab.config.yamlio import atomic_write_text
 from ccpo_lab.errors import UserError
 from ccpo_lab.runs.layout import RunDir, SweepDir
@@ -44,15 +45,18 @@ LOCK_WAIT_S = 10.0
 
 
 @dataclass(frozen=True)
-class DesignRecord:
-    """The state file: the design's state, the scores' definition, each look's inputs."""
+class _DesignState:
+    """The record's first field (before the score's definition)."""
 
     state: AdaptiveState
     """The design and its looks (never re-decided)."""
-    metric: str
-    """The held-out metric whose converged-window mean is a run's score."""
-    window_start: int
-    """The converged window: evaluations at step >= this."""
+
+
+@dataclass(frozen=True)
+class DesignRecord(RunScore, _DesignState):
+    """The state file: the design's state, the scores' definition (``metric`` and
+    ``window_start``: :class:`~ccpo_lab.config.analysis.RunScore`), each look's inputs."""
+
     inputs: tuple[Mapping[str, Mapping[int, float]], ...] = field(default=())
     """Per look (in order), arm -> seed -> the score it read (nan: no value)."""
 

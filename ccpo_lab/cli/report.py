@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from ccpo_lab.config.analysis import setting_help
+
 if TYPE_CHECKING:
     from ccpo_lab.report.analysis import Report
 
@@ -25,17 +27,16 @@ def report(
     out: Path | None = typer.Option(None, "--out", help="Write every format, the CSV tables, "
                                     "the figures (PNG and PDF) and the JSON into this "
                                     "directory."),
-    metric: str | None = typer.Option(None, "--metric", help="Held-out metric (default: the "
-                                      "sweep's analysis.metric, else val/success_rate)."),
-    window_start: int | None = typer.Option(None, "--window-start", help="Converged window: "
-                                            "evaluations at step >= this (default 70)."),
-    reference: str | None = typer.Option(None, "--reference", help="Reference arm."),
-    confidence: float | None = typer.Option(None, "--confidence", help="Interval level "
-                                            "(default 0.95)."),
-    bootstrap_reps: int | None = typer.Option(None, "--bootstrap-reps", help="Bootstrap "
-                                              "resamples (default 50000)."),
-    alpha: float | None = typer.Option(None, "--alpha", help="Family-wise level (Holm)."),
-    power: float | None = typer.Option(None, "--power", help="Target power for seeds needed."),
+    metric: str | None = typer.Option(None, "--metric", help=setting_help("metric")),
+    window_start: int | None = typer.Option(None, "--window-start",
+                                            help=setting_help("window_start")),
+    reference: str | None = typer.Option(None, "--reference", help=setting_help("reference")),
+    confidence: float | None = typer.Option(None, "--confidence",
+                                            help=setting_help("confidence")),
+    bootstrap_reps: int | None = typer.Option(None, "--bootstrap-reps",
+                                              help=setting_help("bootstrap_reps")),
+    alpha: float | None = typer.Option(None, "--alpha", help=setting_help("alpha")),
+    power: float | None = typer.Option(None, "--power", help=setting_help("power")),
     seed: int = typer.Option(0, "--bootstrap-seed", min=0,
                              help="Seed of the bootstrap generator (>= 0)."),
     sync: bool = typer.Option(True, "--sync/--no-sync", help="With --out: sync the runs and "
@@ -48,6 +49,7 @@ def report(
     the report is written as files and the closing note lists them (the report itself
     goes to standard output only when ``--format`` is given).
     """
+    # Each setting option's help is its field's docstring (ccpo_lab.config.analysis).
     from ccpo_lab.errors import UserError
     from ccpo_lab.report.analysis import build_report
     from ccpo_lab.report.output import FORMATS, render
@@ -82,8 +84,8 @@ def _write(rep: Report, out: Path, sync: bool, closing_to_stderr: bool) -> None:
     The closing note (what was written, each figure and what it shows, MLflow) goes to
     standard output, or to standard error when the report itself is printed there.
     """
-    from ccpo_lab.report.discover import read_manifest
     from ccpo_lab.report.output import figure_list, write_all
+    from ccpo_lab.runs.sweep_runs import read_sweep_config
 
     def say(line: str) -> None:
         typer.echo(line, err=closing_to_stderr)
@@ -93,7 +95,7 @@ def _write(rep: Report, out: Path, sync: bool, closing_to_stderr: bool) -> None:
     say(f"wrote {len(written)} files to {out}: {', '.join(names)}, and the figures:")
     for files, what in figure_list():
         say(f"  {files}: {what}")
-    enabled = read_manifest(rep.sweep_dir).get("tracking", {}).get("enabled", True)
+    enabled = read_sweep_config(rep.sweep_dir).get("tracking", {}).get("enabled", True)
     if not sync or enabled is False:
         return
     from ccpo_lab.tracking.store import http_defaults

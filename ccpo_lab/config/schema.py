@@ -2,6 +2,8 @@
 
 A field whose ``metadata`` has ``identity: False`` does not change results and is left
 out of the run identity (:mod:`ccpo_lab.config.identity`).
+
+The ``analysis`` section's schema lives in :mod:`ccpo_lab.config.analysis`.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import importlib
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ccpo_lab.config.adaptive import AdaptiveConfig
+from ccpo_lab.config.analysis import BOOTSTRAP_REPS_RANGE, AnalysisConfig  # noqa: F401 (re-exported)
 from ccpo_lab.config.launcher import LauncherSettings
 from ccpo_lab.config.protocol import ProtocolConfig
 from ccpo_lab.config.tracking import WandbConfig
@@ -64,35 +66,6 @@ class BackendConfig:
     def kinds(cls) -> tuple[str, ...]:
         """The registered backends (every field but ``kind``)."""
         return tuple(f.name for f in fields(cls) if f.name != "kind")
-
-
-BOOTSTRAP_REPS_RANGE = (100, 1_000_000)
-"""Bootstrap resamples a report accepts: at a million the Monte-Carlo error of a 95%
-percentile bound is far below any seed-to-seed difference, and a report of 2 arms x 20
-seeds takes about 12 s and 90 MB; ten million took 135 s and 240 MB (2-core AMD EPYC)."""
-
-
-@dataclass(frozen=True)
-class AnalysisConfig:
-    """How ``ccpo-lab report`` reads the runs."""
-
-    metric: str = "val/success_rate"
-    """Held-out metric to compare (as logged)."""
-    window_start: int = 70
-    """Converged window: evaluations at step >= this."""
-    reference: str | None = None
-    """Arm every other arm is compared against (default: the first arm)."""
-    confidence: float = 0.95
-    """Confidence level of intervals."""
-    bootstrap_reps: int = 50_000
-    """Bootstrap resamples (:data:`BOOTSTRAP_REPS_RANGE`)."""
-    alpha: float = 0.05
-    """Significance level of comparisons (Holm-corrected)."""
-    power: float = 0.8
-    """Target power for the seeds-needed estimate."""
-    adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
-    """An adaptive seed design (off unless ``adaptive.max_seeds`` is set); not part of
-    any run's identity."""
 
 
 @dataclass(frozen=True)

@@ -91,8 +91,8 @@ def _runs(sweep_dir: Path, arm: str | None, seed: int | None
           ) -> tuple[list[tuple[RunConfig, RunDir]], list[str]]:
     """The selected runs (newest directory of each (arm, seed)) and notes on those left
     out; :class:`UserError` for an unknown arm or seed."""
-    from ccpo_lab.report.discover import load_sweep_runs
     from ccpo_lab.runs.layout import load_run_config
+    from ccpo_lab.runs.sweep_runs import load_sweep_runs
 
     found = load_sweep_runs(sweep_dir)
     keys = sorted(found.newest, key=lambda k: (found.arms.index(k[0]), k[1]))

@@ -1,6 +1,7 @@
 """``ccpo-lab report``: what a sweep shows, and what it does not.
 
-* :mod:`.discover` -- run directories of a sweep, the newest per (arm, seed), the manifest.
+* (a sweep's runs and manifest: :class:`ccpo_lab.runs.layout.SweepDir`, read through
+  :func:`ccpo_lab.runs.sweep_runs.load_sweep_runs`)
 * :mod:`.collect` -- reading runs quickly (config sections, selected metric lines).
 * :mod:`.settings` -- options over the sweep's ``analysis`` over defaults.
 * :mod:`.numbers` -- helpers every part uses (JSON-safe numbers, rates, RNG streams).

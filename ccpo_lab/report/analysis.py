@@ -21,13 +21,12 @@ from ccpo_lab.errors import UserError
 from ccpo_lab.report.collect import (
     COLUMN_METRIC,
     TASK_COLUMNS,
-    TASKS,
     VAL_TURNS,
     RunData,
     Series,
+    column_metrics,
     load_run,
 )
-from ccpo_lab.report.discover import load_sweep_runs
 from ccpo_lab.report.model import (
     ArmRow,
     Note,
@@ -38,7 +37,13 @@ from ccpo_lab.report.model import (
     to_plain,
 )
 from ccpo_lab.report.numbers import NO_INTERVAL, arm_rng, interval, is_rate, num
-from ccpo_lab.report.settings import DEFAULT_RNG_SEED, ReportSettings, resolve_settings
+from ccpo_lab.report.settings import (
+    DEFAULT_RNG_SEED,
+    OPTION_KEYS,
+    ReportSettings,
+    resolve_settings,
+)
+from ccpo_lab.runs.sweep_runs import load_sweep_runs
 
 _EMPTY: Series = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64))
 
@@ -71,7 +76,8 @@ def _window_mean(series: Series, start: int) -> float:
     return float(w.mean()) if w.size else float("nan")
 
 
-def run_summary(run: RunData, s: ReportSettings) -> SeedRow:
+def run_summary(run: RunData, s: ReportSettings,
+                columns: Mapping[str, str] = COLUMN_METRIC) -> SeedRow:
     """The row of one run (an arm's seed)."""
     from ccpo_lab.stats import best_evaluation, binomial_se, is_interim, window_summary
 
@@ -93,7 +99,7 @@ def run_summary(run: RunData, s: ReportSettings) -> SeedRow:
         interim=bool(interim), last_step=run.last_step, total_steps=run.total_steps,
         state=run.state, dir=run.path.name, run_id=run.run_id, fingerprint=run.fingerprint,
         per_task={col: num(_window_mean(run.series.get(m, _EMPTY), s.window_start))
-                  for col, m in COLUMN_METRIC.items()},
+                  for col, m in columns.items()},
         turns_from_training=run.turns_from_training, error=run.error,
         start=None if first is None else num(vals[first]),
         start_step=None if first is None else int(steps[first]),
@@ -139,16 +145,18 @@ def arm_summary(arm: str, per_seed: Mapping[int, SeedRow], s: ReportSettings) ->
     if main.n >= bootstrap_min_runs(s.confidence):
         b = bootstrap_ci(x, rng, s.confidence, s.bootstrap_reps)
         boot = interval(b.low, b.high)
+    cols = list(rows[0].per_task) if rows else list(TASK_COLUMNS)
+    n_types = len(cols) - 2  # the task types, then All and Turns (collect.column_metrics)
     tasks = np.array([[np.nan if r.per_task[col] is None else r.per_task[col]
-                       for col in TASK_COLUMNS] for r in rows],
-                     dtype=np.float64).reshape(len(rows), len(TASK_COLUMNS))
-    per_task = {col: task_stat(tasks[:, j], s.confidence) for j, col in enumerate(TASK_COLUMNS)}
-    six = tasks[:, :len(TASKS)]
+                       for col in cols] for r in rows],
+                     dtype=np.float64).reshape(len(rows), len(cols))
+    per_task = {col: task_stat(tasks[:, j], s.confidence) for j, col in enumerate(cols)}
+    six = tasks[:, :n_types]
     complete = six[~np.isnan(six).any(axis=1)]
     iqm, ci_iqm = None, NO_INTERVAL
     if complete.shape[0]:
         iqm = num(aggregate_iqm(complete))
-        if complete.shape[0] >= bootstrap_min_runs(s.confidence, n_strata=len(TASKS)):
+        if complete.shape[0] >= bootstrap_min_runs(s.confidence, n_strata=n_types):
             iv = stratified_bootstrap_ci(complete, rng, "iqm", s.confidence, s.bootstrap_reps)
             ci_iqm = interval(iv.low, iv.high)
     sds = [r.sd for r in rows if r.sd is not None]
@@ -278,8 +286,11 @@ def build_report(sweep_dir: str | Path, options: Mapping[str, Any] | None = None
     notes += [Note(x.text, kind="run", arm=x.arm, seed=x.seed, file=str(x.file))
               for x in found.left_out]
     arm_rows = []
+    extra = {t.metric_name: t for r in runs.values() for t in r.extra_tasks}
+    columns = column_metrics([extra[k] for k in sorted(extra)])
     for arm in arms:
-        per_seed = {seed: run_summary(r, settings) for (a, seed), r in runs.items() if a == arm}
+        per_seed = {seed: run_summary(r, settings, columns) for (a, seed), r in runs.items()
+                    if a == arm}
         arm_rows.append(arm_summary(arm, per_seed, settings))
     notes += _window_notes(arm_rows, runs, settings)
     design = adaptive_section(root)
@@ -291,12 +302,10 @@ def build_report(sweep_dir: str | Path, options: Mapping[str, Any] | None = None
     evaluation, eval_notes = evaluation_section(runs, arms, settings)
     notes += eval_notes
     model = ReportModel(
-        sweep=str(manifest.get("name") or root.name), metric=settings.metric,
-        window_start=settings.window_start, reference=settings.reference,
-        confidence=settings.confidence, bootstrap_reps=settings.bootstrap_reps,
-        alpha=settings.alpha, power=settings.power, settings_from=dict(settings.sources),
+        sweep=str(manifest.get("name") or root.name),
+        **{k: getattr(settings, k) for k in OPTION_KEYS}, settings_from=dict(settings.sources),
         bootstrap_min_seeds=bootstrap_min_runs(settings.confidence),
-        iqm_bootstrap_min_seeds=bootstrap_min_runs(settings.confidence, n_strata=len(TASKS)),
+        iqm_bootstrap_min_seeds=bootstrap_min_runs(settings.confidence, n_strata=len(columns) - 2),
         arms=tuple(arm_rows), comparisons=comparisons,
         baselines=published_baselines(list(runs.values())), notes=tuple(notes),
         adaptive=design, evaluation=evaluation,

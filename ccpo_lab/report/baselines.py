@@ -14,9 +14,12 @@ from typing import Any
 from ccpo_lab.backends import published_setup
 from ccpo_lab.report.collect import RunData
 from ccpo_lab.report.model import BaselineRow, Baselines
+from ccpo_lab.runs.tasks import TASK_TYPES
 
 SOURCE = "GiGPO paper, Table 1 (mean over 3 seeds)"
-COLUMNS = ("Pick", "Look", "Clean", "Heat", "Cool", "Pick2", "All")
+COLUMNS = (*(t.column for t in TASK_TYPES), "All")
+"""The published numbers' columns: ALFWorld's six task types (the task-type table's
+columns, :mod:`ccpo_lab.runs.tasks`), then All."""
 
 PUBLISHED: dict[str, dict[str, tuple[float, ...]]] = {
     "Qwen2.5-1.5B-Instruct": {

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,9 +26,8 @@ from typing import Any
 import numpy as np
 
 from ccpo_lab.backends import recorded_model
-from ccpo_lab.report.discover import FoundRun
 from ccpo_lab.runs.files import MAX_LINE, Cut, RunFileError, open_file, read_small
-from ccpo_lab.runs.layout import RunDir
+from ccpo_lab.runs.layout import FoundRun, RunDir
 from ccpo_lab.runs.metrics import (
     EPISODE_COUNT,
     MAX_STEP,
@@ -38,20 +38,15 @@ from ccpo_lab.runs.metrics import (
     is_proportion,
     value_problem,
 )
+from ccpo_lab.runs.tasks import TASK_TYPES, TaskType, task_type_of_metric
 
 Series = tuple[np.ndarray, np.ndarray]
 """``(steps, values)``: int64 (n,), float64 (n,), sorted by step."""
 
-TASKS: tuple[tuple[str, str], ...] = (
-    ("Pick", "pick_and_place"),
-    ("Look", "look_at_obj_in_light"),
-    ("Clean", "pick_clean_then_place_in_recep"),
-    ("Heat", "pick_heat_then_place_in_recep"),
-    ("Cool", "pick_cool_then_place_in_recep"),
-    ("Pick2", "pick_two_obj_and_place"),
-)
-"""Table column and verl-agent task name of the six ALFWorld task types (protocol order)."""
-TASK_METRICS: tuple[str, ...] = tuple(f"val/{name}_success_rate" for _, name in TASKS)
+TASKS: tuple[tuple[str, str], ...] = tuple((t.column, t.metric_name) for t in TASK_TYPES)
+"""Table column and verl-agent task name of the task-type table's types
+(:mod:`ccpo_lab.runs.tasks`: ALFWorld's six, protocol order)."""
+TASK_METRICS: tuple[str, ...] = tuple(t.metric() for t in TASK_TYPES)
 ALL_METRIC = "val/success_rate"
 VAL_TURNS = "val/length/mean"
 TRAIN_TURNS = "episode/length/mean"
@@ -62,6 +57,29 @@ COLUMN_METRIC: dict[str, str] = {
     **{col: m for (col, _), m in zip(TASKS, TASK_METRICS, strict=True)},
     "All": ALL_METRIC, "Turns": VAL_TURNS}
 """The metric of each column of :data:`TASK_COLUMNS`."""
+_TASK_METRIC_BYTES = re.compile(rb'"(val/[^"/]+_success_rate)"')
+
+
+def column_metrics(extra: Sequence[TaskType] = ()) -> dict[str, str]:
+    """The per-task-type table's columns and their metrics: the table's task types, then
+    ``extra`` (types outside the table that runs logged), then ``All`` and ``Turns``."""
+    return {**{t.column: t.metric() for t in (*TASK_TYPES, *extra)},
+            "All": ALL_METRIC, "Turns": VAL_TURNS}
+
+
+def logged_extra_task_types(path: Path, root: Path) -> tuple[TaskType, ...]:
+    """Task types outside the table whose held-out success rate the metrics file names
+    in its first :data:`CHUNK` bytes (its first evaluations), sorted by name; () when the
+    file cannot be read (the series' read says why)."""
+    try:
+        with open_file(path, root) as f:
+            head = f.read(CHUNK)
+    except (OSError, ValueError):
+        return ()
+    known = {t.metric() for t in TASK_TYPES}
+    names = {m.decode("utf-8", "replace") for m in _TASK_METRIC_BYTES.findall(head)} - known
+    found = (task_type_of_metric(n) for n in sorted(names))
+    return tuple(t for t in found if t is not None)
 
 
 @dataclass(frozen=True)
@@ -102,6 +120,8 @@ class RunData:
     """Why the run could not be read (then it carries no series)."""
     file_notes: tuple[FileNote, ...] = ()
     """Lines of its files that were not used, or used with a caveat."""
+    extra_tasks: tuple[TaskType, ...] = ()
+    """Task types outside the task-type table that the run logged (their series read)."""
 
 
 @dataclass(frozen=True)
@@ -447,12 +467,14 @@ def load_run(found: FoundRun, metrics: Sequence[str]) -> RunData:
     episodes = _as_int((protocol or {}).get("val_batch_size")) \
         or _as_int(imported.get("val_episodes"))
     step1 = _section(run, "step1")
-    names = list(dict.fromkeys([*metrics, ALL_METRIC, *TASK_METRICS, VAL_TURNS, N_EPISODES]))
+    extra = logged_extra_task_types(rd.metrics, root)
+    names = list(dict.fromkeys([*metrics, ALL_METRIC, *TASK_METRICS,
+                                *(t.metric() for t in extra), VAL_TURNS, N_EPISODES]))
     base: dict[str, Any] = dict(
         arm=found.arm, seed=found.seed, path=found.path, run_id=run.get("run_id"),
         fingerprint=step1.get("fingerprint"), backend=kind, model_path=model,
         protocol=protocol, total_steps=total, n_episodes=episodes, state=state.get("state"),
-        note=found.superseded_note)
+        note=found.superseded_note, extra_tasks=extra)
     try:
         got = read_run_series(rd.metrics, names, root)
         series, last = got.series, got.last_step

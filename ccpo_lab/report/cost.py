@@ -30,7 +30,7 @@ from ccpo_lab.report.model import (
     ReportModel,
 )
 from ccpo_lab.runs.cost import RunCost, read_cost
-from ccpo_lab.runs.layout import RunDir
+from ccpo_lab.runs.layout import RunDir, SweepDir
 
 
 def unit(device: str) -> str:
@@ -193,11 +193,9 @@ def sweep_cost_values(sweep_dir: Path) -> dict[str, float]:
     device-hours per arm (``cost/<arm>/device_hours``, ``.../per_run``) and in total
     (``cost/device_hours``), runs with a cost (``cost/runs``); from ``run.json`` alone
     (quick: the live sync computes it every round)."""
-    from ccpo_lab.report.discover import discover, newest_runs
-
-    found, _ = discover(sweep_dir)
+    newest, _ = SweepDir(Path(sweep_dir)).newest()
     by_arm: dict[str, list[tuple[RunCost, str | None, int | None]]] = {}
-    for f in newest_runs(found).values():
+    for f in newest.values():
         rd = RunDir(f.path)
         state = rd.read_state()
         total = state.get("total_steps")

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ccpo_lab.report.numbers import NO_INTERVAL, Pair
+from ccpo_lab.report.settings import ResolvedAnalysis
 
 if TYPE_CHECKING:
     from ccpo_lab.report.evaluation import EvaluationSection
@@ -479,25 +480,21 @@ class CostSection:
 
 
 @dataclass(frozen=True)
-class ReportModel:
-    """The whole report (``ccpo-lab report --format json`` is :func:`to_plain` of it)."""
+class _SweepName:
+    """The first field of the report document (before the settings)."""
 
     sweep: str
     """Sweep name."""
-    metric: str
-    """Held-out metric compared."""
-    window_start: int
-    """Converged window: evaluations at step >= this."""
-    reference: str
-    """Reference arm."""
-    confidence: float
-    """Level of every interval."""
-    bootstrap_reps: int
-    """Bootstrap resamples."""
-    alpha: float
-    """Family-wise level (Holm)."""
-    power: float
-    """Target power of the seeds-needed figures."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportModel(ResolvedAnalysis, _SweepName):
+    """The whole report (``ccpo-lab report --format json`` is :func:`to_plain` of it).
+
+    Its fields: ``sweep``, the analysis settings used (:class:`~ccpo_lab.report.settings.
+    ResolvedAnalysis`, in their declaration order), then the following.
+    """
+
     settings_from: dict[str, str] = field(metadata=NESTED)
     """Where each setting came from."""
     bootstrap_min_seeds: int
@@ -519,6 +516,12 @@ class ReportModel:
     from (:mod:`ccpo_lab.report.evaluation`; None: no run has one)."""
     cost: CostSection | None = field(default=None, metadata=NESTED)
     """What the runs cost (None: no run recorded its cost, e.g. imported runs)."""
+
+    @property
+    def task_columns(self) -> tuple[str, ...]:
+        """The per-task-type table's columns: the task types (the task-type table's, then
+        any other a run logged), then ``All`` and ``Turns`` (the arms' ``per_task`` keys)."""
+        return tuple(self.arms[0].per_task) if self.arms else ()
 
     def arm(self, name: str) -> ArmRow:
         """The row of arm ``name`` (KeyError if absent)."""

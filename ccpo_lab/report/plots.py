@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ccpo_lab.report.collect import TASK_COLUMNS, TASKS, Series
+from ccpo_lab.report.collect import Series
 from ccpo_lab.report.numbers import is_rate
 
 if TYPE_CHECKING:
@@ -328,9 +328,10 @@ def profile_scores(report: Report, arm: str) -> np.ndarray:
     """(seeds, task types) window means of an arm (complete rows), else (seeds, 1) of the
     report's metric; in the metric's units."""
     a = report.model.arm(arm)
+    types = [c for c in report.model.task_columns if c not in ("All", "Turns")]
     six = np.array([[np.nan if e.per_task[col] is None else e.per_task[col]
-                     for col, _ in TASKS] for e in a.per_seed.values()], dtype=np.float64)
-    six = six.reshape(-1, len(TASKS))
+                     for col in types] for e in a.per_seed.values()], dtype=np.float64)
+    six = six.reshape(-1, len(types))
     complete = six[~np.isnan(six).any(axis=1)]
     if complete.shape[0]:
         return complete
@@ -384,7 +385,7 @@ def draw_per_task(report: Report) -> Figure:
     from matplotlib.figure import Figure
 
     colors = _colors(report)
-    cols = [c for c in TASK_COLUMNS if c != "Turns"]
+    cols = [c for c in report.model.task_columns if c != "Turns"]
     arms = report.model.arms
     fig = Figure(figsize=(WIDE_IN, 2.3 + 0.15 * math.ceil(len(arms) / 3)),
                  layout="constrained")

@@ -6,32 +6,33 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ccpo_lab.config.schema import BOOTSTRAP_REPS_RANGE, AnalysisConfig
+from ccpo_lab.config.analysis import (
+    BOOTSTRAP_REPS_RANGE,
+    SETTING_KEYS,
+    AnalysisConfig,
+    AnalysisSettings,
+)
 from ccpo_lab.errors import UserError
 
-OPTION_KEYS = ("metric", "window_start", "reference", "confidence", "bootstrap_reps", "alpha",
-               "power")
+OPTION_KEYS = SETTING_KEYS
+"""Settings an option may give (every analysis setting: :mod:`ccpo_lab.config.analysis`)."""
 DEFAULT_RNG_SEED = 0
 
 
 @dataclass(frozen=True)
-class ReportSettings:
-    """How a report reads the runs (resolved)."""
+class ResolvedAnalysis(AnalysisSettings):
+    """The analysis settings a report used (:class:`~ccpo_lab.config.analysis.
+    AnalysisSettings`), the reference arm chosen."""
 
-    metric: str
-    """Held-out metric compared (as logged)."""
-    window_start: int
-    """Converged window: evaluations at step >= this."""
-    reference: str
-    """Reference arm."""
-    confidence: float
-    """Level of every interval."""
-    bootstrap_reps: int
-    """Bootstrap resamples."""
-    alpha: float
-    """Family-wise level of the comparisons (Holm)."""
-    power: float
-    """Target power of the seeds-needed estimate."""
+    reference: str = ""
+    """Reference arm (resolved: the sweep's first arm when not set)."""
+
+
+@dataclass(frozen=True)
+class ReportSettings(ResolvedAnalysis):
+    """How a report reads the runs (resolved): the analysis settings, and how the
+    bootstrap is seeded and where each setting came from."""
+
     rng_seed: int = DEFAULT_RNG_SEED
     """Seed of the bootstrap Generators (reports are reproducible)."""
     sources: dict[str, str] = field(default_factory=dict)

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ccpo_lab.report.collect import TASK_COLUMNS
 from ccpo_lab.report.model import ArmRow, ReportModel
 from ccpo_lab.report.numbers import Pair, is_rate
 
@@ -281,7 +280,7 @@ def _cell(mean: float | None, sd: float | None, pct: bool) -> str:
 
 def per_task_table(model: ReportModel) -> Table:
     """Arm | Pick | Look | Clean | Heat | Cool | Pick2 | All (mean ± sd over seeds)."""
-    cols = [c for c in TASK_COLUMNS if c != "Turns"]
+    cols = [c for c in model.task_columns if c != "Turns"]
     rows = [(_arm_name(a), *(_cell(a.per_task[c].mean, a.per_task[c].sd, True) for c in cols))
             for a in model.arms]
     b = model.baselines

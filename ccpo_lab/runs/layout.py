@@ -21,6 +21,11 @@ and a run directory holds::
     checkpoints/       resumable checkpoints
     logs/              launcher logs
 
+:class:`SweepDir` is the one lister of a sweep's runs (:meth:`SweepDir.run_dirs` for
+every directory, pending ones included; :meth:`SweepDir.discover` and
+:meth:`SweepDir.newest` for the runs a reader uses and the directories it leaves out) and
+the one reader of its manifest (:meth:`SweepDir.read_manifest`).
+
 Nothing else in ccpo-lab joins these names to a path, and what is read here is read
 through the run-file gateway (:mod:`ccpo_lab.runs.files`): a file that leads out of the
 sweep directory, or is not a regular file, is not read. A run directory that holds another
@@ -349,6 +354,64 @@ def candidate_dirs(sweep_dir: Path, arm: str, seed: int) -> list[Path]:
 
 
 @dataclass(frozen=True)
+class FoundRun:
+    """One run of a sweep: a directory whose ``run.json`` agrees with its place."""
+
+    arm: str
+    """Arm (the parent directory's name)."""
+    seed: int
+    """Seed (from ``seed-<k>``)."""
+    path: Path
+    """The run directory."""
+    suffix: int
+    """``<n>`` of ``seed-<k>.<n>`` (1 for ``seed-<k>``)."""
+    siblings: tuple[str, ...] = ()
+    """Names of every directory of this (arm, seed), oldest first (itself included)."""
+
+    @property
+    def superseded_note(self) -> str | None:
+        """One line saying which directory of several is used, or None if it is alone."""
+        if len(self.siblings) < 2:
+            return None
+        return (f"{self.arm} seed {self.seed}: {len(self.siblings)} directories "
+                f"({', '.join(self.siblings)}); using the newest, {self.path.name}")
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A directory that holds run files but is not a run of its place."""
+
+    arm: str
+    """Its arm directory."""
+    seed: int
+    """The seed of its name."""
+    path: Path
+    """The directory."""
+    why: str
+    """Why it is left out."""
+
+    @property
+    def file(self) -> Path:
+        """The file at fault (``run.json``)."""
+        return self.path / "run.json"
+
+    @property
+    def text(self) -> str:
+        """One line: which directory, left out, why."""
+        return f"{self.arm}/{self.path.name}: left out: {self.why}"
+
+
+def newest_runs(found: list[FoundRun]) -> dict[tuple[str, int], FoundRun]:
+    """The newest directory (highest ``<n>``) of each (arm, seed) of ``found``."""
+    out: dict[tuple[str, int], FoundRun] = {}
+    for r in found:
+        cur = out.get((r.arm, r.seed))
+        if cur is None or r.suffix > cur.suffix:
+            out[(r.arm, r.seed)] = r
+    return out
+
+
+@dataclass(frozen=True)
 class SweepDir:
     """A sweep's results directory ``<results>/<sweep>``: manifest, launcher files, runs."""
 
@@ -380,12 +443,25 @@ class SweepDir:
         return RunDir(self.path / arm / run_dir_name(seed, n))
 
     def read_manifest(self) -> dict[str, Any]:
-        """The manifest ({} when absent or unreadable; read through the gateway)."""
-        try:
-            data = json.loads(read_small(self.manifest, self.path))
-        except (OSError, ValueError):
+        """The manifest as written, read through the gateway ({} when absent).
+
+        Raises:
+            UserError: naming the file, when the gateway refuses it (a link out of the
+                sweep), it cannot be read or parsed, or it is not a JSON object: a damaged
+                manifest is never taken for a missing one (nor overwritten as one).
+        """
+        p = self.manifest
+        if not p.is_file() and not p.is_symlink():
             return {}
-        return data if isinstance(data, dict) else {}
+        try:
+            doc = json.loads(read_small(p, self.path))
+        except RunFileError as e:
+            raise UserError(f"sweep manifest {e.why}", file=p) from None
+        except (OSError, ValueError) as e:
+            raise UserError(f"unreadable sweep manifest: {e}", file=p) from None
+        if not isinstance(doc, dict):
+            raise UserError("sweep manifest must be a JSON object", file=p)
+        return doc
 
     def write_manifest(self, data: Mapping[str, Any]) -> None:
         """Replace the manifest (atomically)."""
@@ -417,20 +493,6 @@ class SweepDir:
         data["submissions"] = data["submissions"][-200:]
         self.write_manifest(data)
 
-    def found(self) -> dict[tuple[str, int], list[RunDir]]:
-        """Every directory holding a run (a ``run.json``), by (arm, seed), oldest first."""
-        out: dict[tuple[str, int], list[RunDir]] = {}
-        if not self.path.is_dir():
-            return out
-        for run_json in self.path.glob("*/seed-*/run.json"):
-            rd = RunDir(run_json.parent)
-            if rd.seed is None or rd.arm.startswith((".", "_")):
-                continue
-            out.setdefault((rd.arm, rd.seed), []).append(rd)
-        for dirs in out.values():
-            dirs.sort(key=lambda r: r.suffix)
-        return dict(sorted(out.items()))
-
     def sweep_name(self, data: Mapping[str, Any] | None = None) -> str | None:
         """The sweep's name from its manifest (None without a manifest); ``data``: the
         manifest, when already read."""
@@ -461,9 +523,9 @@ class SweepDir:
 
     def scan(self) -> list[Placed]:
         """Every ``<arm>/seed-<k>[.<n>]`` directory holding a run file, each checked
-        against its place (:meth:`check_places`), sorted by arm, seed and ``<n>``. Unlike
-        :meth:`found`, directories whose ``run.json`` is missing or disagrees are
-        included, with their problem."""
+        against its place (:meth:`check_places`), sorted by arm, seed and ``<n>``;
+        directories whose ``run.json`` is missing or disagrees are included, with their
+        problem (:meth:`discover` sets them apart)."""
         if not self.path.is_dir():
             return []
         dirs = []
@@ -477,9 +539,30 @@ class SweepDir:
         return sorted(self.check_places(dirs),
                       key=lambda p: (p.rd.arm, p.rd.seed or 0, p.rd.suffix))
 
-    def newest(self) -> dict[tuple[str, int], RunDir]:
-        """The newest directory of each (arm, seed) (the one a report reads)."""
-        return {key: dirs[-1] for key, dirs in self.found().items()}
+    def discover(self) -> tuple[list[FoundRun], list[LeftOut]]:
+        """Every run of the sweep (a directory whose ``run.json`` agrees with its place),
+        sorted by (arm, seed, ``<n>``), and the directories left out (``run.json``
+        missing, unreadable, or disagreeing with its place); see :meth:`scan`."""
+        found: dict[tuple[str, int], list[tuple[int, Path]]] = {}
+        left: list[LeftOut] = []
+        for p in self.scan():
+            seed = p.rd.seed if p.rd.seed is not None else -1
+            if p.problem is not None:
+                left.append(LeftOut(p.rd.arm, seed, p.rd.path, p.problem))
+                continue
+            found.setdefault((p.rd.arm, seed), []).append((p.rd.suffix, p.rd.path))
+        out: list[FoundRun] = []
+        for (arm, seed), dirs in sorted(found.items()):
+            dirs.sort()
+            names = tuple(p.name for _, p in dirs)
+            out.extend(FoundRun(arm, seed, p, n, names) for n, p in dirs)
+        return out, left
+
+    def newest(self) -> tuple[dict[tuple[str, int], FoundRun], list[LeftOut]]:
+        """The newest run of each (arm, seed) (the one a report reads), and the
+        directories left out (:meth:`discover`)."""
+        found, left = self.discover()
+        return newest_runs(found), left
 
     def run_dirs(self) -> list[RunDir]:
         """Run directories: the manifest's, then every other ``<arm>/seed-*`` holding a run

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ccpo_lab.report.discover import load_sweep_runs
 from ccpo_lab.runs.layout import RunDir
 from ccpo_lab.runs.rollouts import Divergence, first_divergence, read_rollouts
+from ccpo_lab.runs.sweep_runs import load_sweep_runs
 
 SeedStatus = Literal["identical", "different", "missing", "single"]
 

@@ -95,14 +95,15 @@ def _mean_sd(v: NDArray[np.float64]) -> tuple[float, float]:
     return mean, sd
 
 
-def window_summary(steps: ArrayLike, values: ArrayLike, window_start: int = 70) -> WindowSummary:
+def window_summary(steps: ArrayLike, values: ArrayLike, window_start: int) -> WindowSummary:
     """Mean, sd and count of the evaluations at ``step >= window_start``.
 
     Args:
         steps: int (n,), the training step of each evaluation (any order).
         values: float (n,), the evaluation values (e.g. success rate in [0, 1]);
             nan values are dropped.
-        window_start: first step of the converged window (inclusive).
+        window_start: first step of the converged window (inclusive; no default here:
+            the analysis settings own it, :class:`ccpo_lab.config.analysis.RunScore`).
 
     Returns:
         :class:`WindowSummary`; ``mean`` is nan when no evaluation is in the window,

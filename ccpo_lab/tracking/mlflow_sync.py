@@ -50,9 +50,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ccpo_lab.errors import UserError
-from ccpo_lab.report.discover import FoundRun, check_sweep_dir, discover, read_manifest
 from ccpo_lab.runs.files import RunFileError, open_file
-from ccpo_lab.runs.layout import RunDir, SweepDir
+from ccpo_lab.runs.layout import FoundRun, RunDir, SweepDir
+from ccpo_lab.runs.sweep_runs import check_sweep_dir, read_sweep_config
 from ccpo_lab.tracking.rows import MAX_METRICS, Sent, safe_key, send_metrics
 from ccpo_lab.tracking.store import (
     check_reachable,
@@ -459,7 +459,7 @@ def sync_sweep(sweep_dir: str | Path, uri: str | None = None, experiment: str | 
     MLflow's own errors propagate.
     """
     root = check_sweep_dir(sweep_dir).resolve()
-    manifest = read_manifest(root)
+    manifest = read_sweep_config(root)
     tracking = manifest.get("tracking", {})
     if uri is None and tracking.get("enabled") is False:
         raise UserError("tracking is disabled for this sweep (tracking.enabled: false); "
@@ -719,7 +719,7 @@ def _sync(root: Path, manifest: Mapping[str, Any], uri: str, local: bool,
     exp_id = _experiment(client, name, str(analysis.get("metric") or "val/success_rate"))
     if local:
         relative_artifacts(root / STORE, exp_id)
-    runs, left_out = discover(root)
+    runs, left_out = SweepDir(root).discover()
     found = []
     warnings = [f"{x.text}; not synced" for x in left_out]
     for f in runs:

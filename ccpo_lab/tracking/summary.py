@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ccpo_lab.report.discover import FoundRun
     from ccpo_lab.report.settings import ReportSettings
     from ccpo_lab.runs.cost import RunCost
+    from ccpo_lab.runs.layout import FoundRun
 
 WINDOW_MEAN = "summary/window_mean"
 """The number to read for a run: its mean held-out value over the converged window."""

@@ -69,9 +69,9 @@ class WandbSettings:
 def wandb_settings(manifest: Mapping[str, Any], sweep: str, *, mode: str | None = None,
                    project: str | None = None, entity: str | None = None
                    ) -> WandbSettings | None:
-    """The resolved ``tracking.wandb`` of a manifest (:func:`report.discover.read_manifest
-    <ccpo_lab.report.discover.read_manifest>`'s or ``sweep.json``'s ``config``), the
-    arguments overriding it; None when the mode is ``disabled``."""
+    """The resolved ``tracking.wandb`` of a manifest
+    (:func:`~ccpo_lab.runs.sweep_runs.read_sweep_config`'s or ``sweep.json``'s ``config``),
+    the arguments overriding it; None when the mode is ``disabled``."""
     w = mapping(mapping(manifest.get("tracking")).get("wandb"))
     mode = mode or str(w.get("mode") or "disabled")
     if mode == "disabled":
@@ -304,11 +304,12 @@ def final_summary(rd: RunDir) -> dict[str, float]:
     """A run's ``summary/*`` and ``cost/*`` (:mod:`ccpo_lab.tracking.summary`) for its W&B
     summary at the end of its training (its attempt counted to now), with the sweep's
     analysis settings (``summary/*`` left out when they cannot be computed)."""
-    from ccpo_lab.report.discover import FoundRun, read_manifest
     from ccpo_lab.runs.cost import read_cost
+    from ccpo_lab.runs.layout import FoundRun
+    from ccpo_lab.runs.sweep_runs import read_sweep_config
     from ccpo_lab.tracking.summary import cost_values, summary_settings, summary_values
 
-    manifest = read_manifest(rd.path.parent.parent)
+    manifest = read_sweep_config(rd.path.parent.parent)
     arms = [a for a in manifest.get("arms") or [] if isinstance(a, str)] or [rd.arm]
     settings = summary_settings(manifest, arms)
     out = cost_values(read_cost(rd, now=time.time()))  # the run's attempt goes on: to now

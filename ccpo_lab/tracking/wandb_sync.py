@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ccpo_lab.report.discover import FoundRun, check_sweep_dir, discover, read_manifest
-from ccpo_lab.runs.layout import RunDir
+from ccpo_lab.runs.layout import FoundRun, RunDir, SweepDir
+from ccpo_lab.runs.sweep_runs import check_sweep_dir, read_sweep_config
 from ccpo_lab.tracking.wandb_run import (
     WandbIdentity,
     WandbSettings,
@@ -236,13 +236,13 @@ def sync_wandb(sweep_dir: str | Path, *, mode: str | None = None, project: str |
     if not wandb_installed():
         raise UserError("the wandb package is not installed (pip install 'ccpo-lab[wandb]')",
                         key="--wandb")
-    manifest = read_manifest(root)
+    manifest = read_sweep_config(root)
     sweep = str(manifest.get("name") or root.name)
     settings = wandb_settings(manifest, sweep, mode=mode or None, project=project,
                               entity=entity) or wandb_settings(
         manifest, sweep, mode="online", project=project, entity=entity)
     assert settings is not None
-    runs, left_out = discover(root)
+    runs, left_out = SweepDir(root).discover()
     arms = sorted({f.arm for f in runs})
     stats = summary_settings(manifest, [a for a in manifest.get("arms") or [] if a in arms]
                              or arms)

@@ -12,28 +12,17 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-TASK_TYPES: tuple[str, ...] = (
-    "pick_and_place_simple",
-    "look_at_obj_in_light",
-    "pick_clean_then_place_in_recep",
-    "pick_heat_then_place_in_recep",
-    "pick_cool_then_place_in_recep",
-    "pick_two_obj_and_place",
-)
-"""ALFWorld's six task types, in ALFWorld's own order (``TASK_TYPES`` ids 1..6)."""
+from ccpo_lab.runs.tasks import CLEAN, COOL, HEAT
+from ccpo_lab.runs.tasks import TASK_TYPES as TASK_TABLE
 
-APPLIANCE: dict[str, str] = {
-    "pick_clean_then_place_in_recep": "SinkBasin",
-    "pick_heat_then_place_in_recep": "Microwave",
-    "pick_cool_then_place_in_recep": "Fridge",
-}
+TASK_TYPES: tuple[str, ...] = tuple(t.id for t in TASK_TABLE)
+"""ALFWorld's six task types, in ALFWorld's own order (``TASK_TYPES`` ids 1..6): the ids
+of the task-type table (:mod:`ccpo_lab.runs.tasks`)."""
+
+APPLIANCE: dict[str, str] = {CLEAN: "SinkBasin", HEAT: "Microwave", COOL: "Fridge"}
 """The receptacle type a state-change task needs (the domain's Clean/Heat/CoolObject)."""
 
-STATE_CLASS: dict[str, str] = {
-    "pick_clean_then_place_in_recep": "Cleanable",
-    "pick_heat_then_place_in_recep": "Heatable",
-    "pick_cool_then_place_in_recep": "Coolable",
-}
+STATE_CLASS: dict[str, str] = {CLEAN: "Cleanable", HEAT: "Heatable", COOL: "Coolable"}
 
 LAMP = "DeskLamp"
 LAMP_HOLDERS: tuple[str, ...] = ("Desk", "SideTable", "Dresser")

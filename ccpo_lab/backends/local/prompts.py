@@ -19,6 +19,8 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ccpo_lab.runs.tasks import TASK_TYPES
+
 PAD = 0
 SEG_TASK, SEG_HISTORY, SEG_OBS, SEG_ACTIONS = 1, 2, 3, 4
 """Segment ids of prompt tokens (0 is padding): task line, history, current observation,
@@ -26,15 +28,9 @@ admissible-action list."""
 BANNER = "-= Welcome to TextWorld, ALFRED! =-"
 HIDDEN_ACTIONS = frozenset({"help"})
 """Admissible commands verl-agent does not show the agent."""
-TASK_METRIC_NAMES: dict[str, str] = {
-    "pick_and_place_simple": "pick_and_place",
-    "pick_two_obj_and_place": "pick_two_obj_and_place",
-    "look_at_obj_in_light": "look_at_obj_in_light",
-    "pick_heat_then_place_in_recep": "pick_heat_then_place_in_recep",
-    "pick_cool_then_place_in_recep": "pick_cool_then_place_in_recep",
-    "pick_clean_then_place_in_recep": "pick_clean_then_place_in_recep",
-}
-"""ALFWorld task type -> the name verl-agent logs (``val/<name>_success_rate``)."""
+TASK_METRIC_NAMES: dict[str, str] = {t.id: t.metric_name for t in TASK_TYPES}
+"""ALFWorld task type -> the name verl-agent logs (``val/<name>_success_rate``), from the
+task-type table (:mod:`ccpo_lab.runs.tasks`)."""
 
 _WORD = re.compile(r"[a-z]+|[0-9]+|[|;\[\]]")
 

@@ -20,6 +20,7 @@ from ccpo_lab.backends.local.catalog import (
     physics,
     rooms_for,
 )
+from ccpo_lab.runs.tasks import LOOK, PICK_TWO
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ def _target_choices(room: RoomKind, task_type: str, phys: Physics) -> dict[str, 
         if not phys.state_ok(task_type, obj):
             continue
         sources = [r for r in room.receptacles if phys.holds(r, obj)]
-        if task_type == "look_at_obj_in_light":
+        if task_type == LOOK:
             if sources:
                 out[obj] = [""]
             continue
@@ -115,7 +116,7 @@ def sample_scene(task_type: str, knobs: SceneKnobs, rng: np.random.Generator,
         required.append(APPLIANCE[task_type])
     toggle = ""
     holder = ""
-    if task_type == "look_at_obj_in_light":
+    if task_type == LOOK:
         toggle = LAMP
         holder = _choice(rng, [h for h in LAMP_HOLDERS if h in room.receptacles])
         required.append(holder)
@@ -146,7 +147,7 @@ def sample_scene(task_type: str, knobs: SceneKnobs, rng: np.random.Generator,
         objects.append((f"{otype}_bar_{ocounts[otype]}", otype, rid))
 
     place(obj, first[source])
-    if task_type == "pick_two_obj_and_place":
+    if task_type == PICK_TWO:
         spots = [rid for rid, t in receptacles if t != parent and phys.holds(t, obj)]
         place(obj, _choice(rng, spots))
     if toggle:
