@@ -13,11 +13,10 @@ import os
 import signal
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ccpo_lab.config.launcher import LauncherSettings
+from ccpo_lab.config.launchers.inline import InlineSettings
 from ccpo_lab.launch.base import TERMINAL, Launcher, Monitor, Reconciled, Submission, gone
 from ccpo_lab.placement import Placement, this_host
 from ccpo_lab.runs.layout import RunDir
@@ -25,13 +24,6 @@ from ccpo_lab.runs.owner import current_owner
 
 if TYPE_CHECKING:
     from ccpo_lab.launch.status import RunStatus
-
-
-@dataclass(frozen=True)
-class InlineSettings(LauncherSettings):
-    """``launcher.kind: inline``: no settings (the runs execute in this process)."""
-
-    kind: str = field(default="inline", init=False)
 
 
 def placement_here() -> Placement:

@@ -16,16 +16,14 @@ import os
 import shutil
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ccpo_lab.config.launcher import LauncherSettings, Where
-from ccpo_lab.config.validate import check_range
+from ccpo_lab.config.launchers.slurm import SlurmSettings
 from ccpo_lab.errors import UserError
 from ccpo_lab.launch.base import TERMINAL, Launcher, Reconciled, Submission, parallel
 from ccpo_lab.launch.params import (
     check_cluster,
-    check_settings,
     chunks,
     max_array_size,
     slurm_parameters,
@@ -51,61 +49,6 @@ FAILED = {"FAILED", "OUT_OF_MEMORY"}
 INTERRUPTED = {"TIMEOUT", "NODE_FAIL", "BOOT_FAIL", "DEADLINE", "PREEMPTED", "REVOKED"}
 """Slurm job states of a job stopped from outside (its time limit after every requeue, a
 lost node, preemption): the run is ``interrupted`` and resumes on a relaunch."""
-_RESOURCES_FROM_BACKEND = "a run's nodes and GPUs come from its backend ({}), stated once"
-
-
-@dataclass(frozen=True)
-class SlurmSettings(LauncherSettings):
-    """``launcher.kind: slurm``: one job array per sweep. Nodes and GPUs per node are
-    what the run's backend needs (``backend.verl.nnodes``, ``n_gpus_per_node``)."""
-
-    kind: str = field(default="slurm", init=False)
-    partition: str | None = None
-    """Partition (``--partition``); default: the cluster's."""
-    account: str | None = None
-    """Account (``--account``)."""
-    qos: str | None = None
-    """Quality of service (``--qos``)."""
-    time_min: int = 60
-    """Time limit per job in minutes; requeued on timeout."""
-    cpus_per_task: int | None = None
-    """CPUs per task (one task per node); default: what the backend needs, at least 1."""
-    mem_gb: int | None = None
-    """Memory per node in GB."""
-    constraint: str | None = None
-    """Node feature constraint."""
-    array_parallelism: int = 16
-    """Array tasks running at once."""
-    max_num_timeout: int = 3
-    """Requeues after timeout or preemption before giving up."""
-    sbatch_extra: dict[str, Any] = field(default_factory=dict)
-    """Further sbatch parameters (validated against submitit's list)."""
-    setup: list[str] = field(default_factory=list)
-    """Shell lines run before the job (module loads, conda activate)."""
-
-    moved: ClassVar[Mapping[str, str]] = {
-        "nodes": _RESOURCES_FROM_BACKEND.format("backend.verl.nnodes"),
-        "gpus_per_node": _RESOURCES_FROM_BACKEND.format("backend.verl.n_gpus_per_node"),
-    }
-
-    def validate(self, where: Where) -> None:
-        """Ranges, then the text and ``sbatch_extra`` checks (no cluster is asked)."""
-        for key in ("time_min", "array_parallelism"):
-            check_range(getattr(self, key), low=1, key=f"launcher.{key}",
-                        file=where(f"launcher.{key}"))
-        check_range(self.max_num_timeout, low=0, key="launcher.max_num_timeout",
-                    file=where("launcher.max_num_timeout"))
-        for key in ("cpus_per_task", "mem_gb"):
-            if getattr(self, key) is not None:
-                check_range(getattr(self, key), low=1, key=f"launcher.{key}",
-                            file=where(f"launcher.{key}"))
-        try:
-            check_settings(self)
-        except UserError as e:
-            e.file = e.file or where(e.key or "launcher")
-            raise
-
-
 def placement_here() -> Placement:
     """Inside a Slurm job: the allocation's hosts, this task's rank, the task count, the
     GPU slice, the CPUs per task and the requeue count (submitit's ``JobEnvironment``)."""
