@@ -95,11 +95,10 @@ def make_launcher(settings: LauncherSettings, sweep_dir: Any, *, name: str,
 
 def placement_here() -> Placement:
     """Where this process runs: the placement of the first launcher whose job environment
-    it is in (:meth:`Launcher.detect <ccpo_lab.launch.base.Launcher.detect>`), else this
-    machine, one task. For code outside a :class:`~ccpo_lab.launch.job.RunJob` (a
-    hand-written job script's helpers)."""
+    it is in (:attr:`Launcher.environment <ccpo_lab.launch.base.Launcher.environment>`),
+    else this machine, one task. For code outside a :class:`~ccpo_lab.launch.job.RunJob`
+    (a hand-written job script's helpers)."""
     for cls in LAUNCHERS.values():
-        found = cls.detect()
-        if found is not None:
-            return found
+        if cls.environment.active():
+            return cls.environment()
     return this_host()
