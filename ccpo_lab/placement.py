@@ -10,8 +10,8 @@ their surroundings: no scheduler variable, no launcher setting.
 
 Launchers build a :class:`Placement` twice: planned (:meth:`Launcher.placement
 <ccpo_lab.launch.base.Launcher.placement>`, for ``sweep --dry-run``; no hosts yet) and
-inside the job (the launcher module's ``placement_here``, from its scheduler's
-environment), so a dry run shows the command the job will run.
+inside the job (the launcher's job environment, :mod:`ccpo_lab.launch.environment`, from
+its scheduler's variables), so a dry run shows the command the job will run.
 """
 
 from __future__ import annotations

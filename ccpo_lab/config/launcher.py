@@ -1,7 +1,7 @@
 """The base of every launcher's typed settings (the ``launcher`` section of a sweep file).
 
-Each launcher (:mod:`ccpo_lab.launch.registry`) has its own frozen dataclass of settings,
-subclassing :class:`LauncherSettings`, one docstring per field. A sweep's ``launcher``
+Each launcher kind (:mod:`ccpo_lab.config.launchers.kinds`) has its own frozen dataclass of
+settings, subclassing :class:`LauncherSettings`, one docstring per field. A sweep's ``launcher``
 section is ``kind`` plus that kind's keys, flat (``launcher.partition=gpu`` on the command
 line); a key of another kind is an error listing the valid ones. Queueing details: never
 part of a run's identity.

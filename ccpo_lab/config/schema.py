@@ -112,7 +112,7 @@ class SweepConfig:
     protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
     """Training protocol shared by every arm (arms may override via ``training``)."""
     launcher: LauncherSettings = field(default_factory=LauncherSettings)
-    """The launcher's typed settings (its kind's dataclass, :mod:`ccpo_lab.launch.registry`;
+    """The launcher's typed settings (its kind's dataclass, :mod:`ccpo_lab.config.launchers.kinds`;
     :func:`~ccpo_lab.config.sweep.load_sweep` fills it in)."""
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     """Report settings."""

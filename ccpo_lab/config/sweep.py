@@ -4,7 +4,7 @@
 "launcher.partition=gpu"])`` reads the file, fills every schema default, lets Hydra's
 compose API apply the overrides (``launcher=X`` / ``backend=X`` select the kind), validates
 every section against the schema (:class:`~ccpo_lab.config.schema.SweepConfig`, the
-launcher's own settings class from :mod:`ccpo_lab.launch.registry`, each backend's
+launcher's own settings class from :mod:`ccpo_lab.config.launchers.kinds`, each backend's
 ``validate``), loads the arms and expands arms x seeds into frozen
 :class:`~ccpo_lab.config.schema.RunConfig` objects.
 
@@ -24,6 +24,7 @@ from ccpo_lab.config.adaptive import adaptive_design
 from ccpo_lab.config.arms import default_arms_dir, load_arm
 from ccpo_lab.config.identity import to_plain
 from ccpo_lab.config.launcher import LauncherSettings, Where
+from ccpo_lab.config.launchers.kinds import build_settings, not_a_setting, settings_class
 from ccpo_lab.config.protocol import LIMITS, ProtocolConfig
 from ccpo_lab.config.schema import (
     BOOTSTRAP_REPS_RANGE,
@@ -35,7 +36,6 @@ from ccpo_lab.config.schema import (
 from ccpo_lab.config.validate import build, check_range, field_names
 from ccpo_lab.config.yamlio import check_name, read_yaml_mapping
 from ccpo_lab.errors import UserError
-from ccpo_lab.launch.registry import build_settings, launcher_class, not_a_setting
 
 if TYPE_CHECKING:
     from ccpo_lab.adaptive.design import AdaptiveDesign
@@ -207,7 +207,7 @@ def _selected_launcher(parsed: list[tuple[str, Any, str]], file_kind: str) -> st
     for key, ov, _ in parsed:
         if key in ("launcher", "launcher.kind"):
             kind = ov.value()
-            launcher_class(kind, key="launcher", file=COMMAND_LINE)
+            settings_class(kind, key="launcher", file=COMMAND_LINE)
     return kind
 
 
@@ -220,7 +220,7 @@ def _rewrite_overrides(overrides: Sequence[str], file_kind: str
     """
     parsed = _parse(overrides)
     kind = _selected_launcher(parsed, file_kind)
-    settings_cls = launcher_class(kind).settings_class
+    settings_cls = settings_class(kind)
     out: list[str] = []
     keys: dict[str, str] = {}
     for key, ov, text in parsed:
@@ -322,7 +322,7 @@ def load_sweep(path: str | Path, overrides: Sequence[str] = (), *,
 
     full = to_plain(base)
     full["launcher"] = to_plain(file_launcher if kind == file_launcher.kind
-                                else launcher_class(kind).settings_class())
+                                else settings_class(kind)())
     composed = _compose(full, rewritten, file, override_keys) \
         if rewritten or _interpolated(full) else full
     launcher = build_settings(composed.pop("launcher"), where=where)

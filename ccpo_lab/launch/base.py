@@ -1,16 +1,14 @@
-"""The launcher interface: what every launcher (``inline``, ``local``, ``slurm``...) does.
+"""The launcher base: one class with a default for every role a launcher plays.
 
-In the spirit of submitit's layering, a launcher has three faces:
-
-- **executor** (an instance, built from its typed settings, the sweep directory and the
-  run's :class:`~ccpo_lab.placement.Needs`): validation, the resources it gives a run
-  (:meth:`Launcher.placement`), :meth:`Launcher.submit` and :meth:`Launcher.wait`;
-- **job tracker** (class methods, from a run's ``job.json`` alone, so ``status`` and
-  ``cancel`` need nothing but the sweep directory): :meth:`Launcher.query`,
-  :meth:`Launcher.reconcile`, :meth:`Launcher.cancel`;
-- **job environment** (inside the job): the launcher module's ``placement_here()`` says
-  where this task runs (:class:`~ccpo_lab.placement.Placement`); :class:`~ccpo_lab.launch.
-  job.RunJob` hands it to the backend.
+The roles are small protocols (:mod:`ccpo_lab.launch.roles`, after submitit's
+``Executor`` / ``Job`` / ``JobEnvironment``): an **executor** (an instance, built from its
+typed settings, the sweep directory and the run's :class:`~ccpo_lab.placement.Needs`:
+:meth:`Launcher.submit`, :meth:`Launcher.placement`, :meth:`Launcher.preview`), a **tracker**
+(class methods, from a run's ``job.json`` alone, so ``status`` and ``cancel`` need nothing
+but the sweep directory: :meth:`Launcher.query`, :meth:`Launcher.reconcile`,
+:meth:`Launcher.cancel`), a **job environment** (:attr:`Launcher.environment`, a table of
+:mod:`ccpo_lab.launch.environment` that says where a task runs inside the job) and,
+optionally, **doctor checks** (:meth:`Launcher.machine_checks`, :meth:`Launcher.call_in_job`).
 
 Launchers are found by kind through :mod:`ccpo_lab.launch.registry`; nothing else in
 ccpo-lab asks which kind it holds.
@@ -29,6 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from ccpo_lab.config.launcher import LauncherSettings
 from ccpo_lab.errors import UserError
+from ccpo_lab.launch.environment import INLINE, JobEnvironment
 from ccpo_lab.placement import Needs, Placement
 from ccpo_lab.runs.layout import RunDir, SweepDir
 
@@ -106,9 +105,9 @@ class Launcher(ABC):
     """Executes the runs of a sweep somewhere; see the module docstring.
 
     A subclass sets :attr:`kind` and :attr:`settings_class`, implements :meth:`submit`
-    and :meth:`placement`, and overrides the trackers its scheduler needs. Its module
-    defines ``placement_here() -> Placement`` (passed to :class:`~ccpo_lab.launch.job.
-    RunJob`). Register it in :mod:`ccpo_lab.launch.registry`.
+    and :meth:`placement`, overrides the trackers its scheduler needs, and sets
+    :attr:`environment` (what its jobs pass to :class:`~ccpo_lab.launch.job.RunJob`). It
+    is found through :mod:`ccpo_lab.launch.registry` (an entry point).
     """
 
     kind: ClassVar[str]
@@ -121,6 +120,9 @@ class Launcher(ABC):
     """Seconds between two looks at the runs while waiting."""
     scheduled: ClassVar[bool] = False
     """Whether jobs have a scheduler state (:meth:`query` asks it)."""
+    environment: ClassVar[JobEnvironment] = INLINE
+    """Where a task runs inside one of this launcher's jobs (a hand-written job script
+    included); the default: this process, never told apart from any other."""
 
     def __init__(self, settings: LauncherSettings, sweep_dir: str | Path, *, name: str,
                  needs: Needs) -> None:
@@ -209,13 +211,6 @@ class Launcher(ABC):
                 time.sleep(self.poll_s)
         finally:
             monitor.stop()
-
-    # ------------------------------------------------------------ inside the job
-    @classmethod
-    def detect(cls) -> Placement | None:
-        """The placement of this process when it runs inside one of this launcher's jobs
-        (a hand-written job script included), else None."""
-        return None
 
     # ------------------------------------------------------------ tracking, from job.json
     @classmethod

@@ -18,6 +18,7 @@ from ccpo_lab.launch.status import (
     settled,
     tail,
 )
+from ccpo_lab.launch.watcher import QueryWatcher
 from ccpo_lab.runs.layout import RunDir
 
 STATE_STYLE = {"pending": "dim", "running": "cyan", "completed": "green", "failed": "bold red",
@@ -163,7 +164,8 @@ def watch(sweep_dir: Path, console: Any, *, runs: Sequence[RunDir] | None = None
     At a terminal: a live table with progress bars. Otherwise one summary line whenever
     the counts change. ``before()`` is called before each refresh.
     """
-    rows = collect_status(sweep_dir, runs)
+    watcher = QueryWatcher()
+    rows = collect_status(sweep_dir, runs, watcher=watcher)
     if console.is_terminal:
         from rich.live import Live
 
@@ -174,7 +176,7 @@ def watch(sweep_dir: Path, console: Any, *, runs: Sequence[RunDir] | None = None
                     time.sleep(interval)
                     if before is not None:
                         before()
-                    rows = collect_status(sweep_dir, runs)
+                    rows = collect_status(sweep_dir, runs, watcher=watcher)
                     live.update(status_table(rows, title, bars=console.width >= BAR_MIN_WIDTH))
             except KeyboardInterrupt:
                 pass
@@ -191,7 +193,7 @@ def watch(sweep_dir: Path, console: Any, *, runs: Sequence[RunDir] | None = None
             time.sleep(interval)
             if before is not None:
                 before()
-            rows = collect_status(sweep_dir, runs)
+            rows = collect_status(sweep_dir, runs, watcher=watcher)
     except KeyboardInterrupt:
         pass
     return rows
@@ -212,9 +214,11 @@ class StatusMonitor:
         self._last_line = ""
         self._last_refresh = 0.0
         self._done = False
+        self._watcher = QueryWatcher()
 
     def _table(self) -> Any:
-        return status_table(collect_status(self.sweep_dir, self.runs), self.title,
+        return status_table(collect_status(self.sweep_dir, self.runs, watcher=self._watcher),
+                            self.title,
                             bars=self.console.width >= BAR_MIN_WIDTH)
 
     def start(self, auto_refresh: bool = False) -> None:
@@ -245,7 +249,7 @@ class StatusMonitor:
         if time.monotonic() - self._last_refresh < 1.0:
             return self._done
         self._last_refresh = time.monotonic()
-        rows = collect_status(self.sweep_dir, self.runs)
+        rows = collect_status(self.sweep_dir, self.runs, watcher=self._watcher)
         self._done = settled(rows)
         if self._live is not None:
             self._live.update(status_table(rows, self.title,

@@ -13,12 +13,12 @@ import os
 import signal
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ccpo_lab.config.launcher import LauncherSettings
+from ccpo_lab.config.launchers.inline import InlineSettings
 from ccpo_lab.launch.base import TERMINAL, Launcher, Monitor, Reconciled, Submission, gone
+from ccpo_lab.launch.environment import INLINE
 from ccpo_lab.placement import Placement, this_host
 from ccpo_lab.runs.layout import RunDir
 from ccpo_lab.runs.owner import current_owner
@@ -27,16 +27,9 @@ if TYPE_CHECKING:
     from ccpo_lab.launch.status import RunStatus
 
 
-@dataclass(frozen=True)
-class InlineSettings(LauncherSettings):
-    """``launcher.kind: inline``: no settings (the runs execute in this process)."""
-
-    kind: str = field(default="inline", init=False)
-
-
-def placement_here() -> Placement:
-    """This process, on this machine."""
-    return this_host()
+placement_here = INLINE
+"""This launcher's job environment under the name jobs pickled before
+:mod:`ccpo_lab.launch.environment` refer to."""
 
 
 def _ccpo_alive(pid: Any) -> bool:
@@ -52,6 +45,7 @@ class InlineLauncher(Launcher):
 
     kind = "inline"
     settings_class = InlineSettings
+    environment = INLINE
 
     def placement(self) -> Placement:
         """This process."""
@@ -91,7 +85,7 @@ class InlineLauncher(Launcher):
                         continue
                     monitor.note(f"[{i + 1}/{len(runs)}] {rd.path}")
                     try:
-                        out = RunJob(rd.path, placement_here)()
+                        out = RunJob(rd.path, INLINE)()
                     except KeyboardInterrupt:
                         if rd.read_job().get("cancel_requested"):
                             continue

@@ -1,13 +1,14 @@
 """The callable every submitit-based launcher runs, and where submitit puts its logs.
 
 :class:`RunJob` executes one run directory (:func:`ccpo_lab.runs.execute.execute_run`)
-where its launcher placed it: the launcher gives it its ``placement_here`` function, which
-the job calls on the node to learn its :class:`~ccpo_lab.placement.Placement` (hosts, rank,
-tasks, GPUs, CPUs). Task 0 executes the run (holding its ownership lock: a run another
-process executes is left to it); the other tasks of a multi-node job serve it
-(:func:`ccpo_lab.runs.execute.serve_run`). It is a ``submitit.helpers.Checkpointable``: on
-timeout or preemption Slurm signals the job, submitit calls :meth:`RunJob.checkpoint`,
-requeues the job, and the restarted job resumes from the run's own checkpoint files.
+where its launcher placed it: the launcher gives it its job environment
+(:mod:`ccpo_lab.launch.environment`), which the job calls on the node to learn its
+:class:`~ccpo_lab.placement.Placement` (hosts, rank, tasks, GPUs, CPUs). Task 0 executes
+the run (holding its ownership lock: a run another process executes is left to it); the
+other tasks of a multi-node job serve it (:func:`ccpo_lab.runs.execute.serve_run`). It is
+a ``submitit.helpers.Checkpointable``: on timeout or preemption Slurm signals the job,
+submitit calls :meth:`RunJob.checkpoint`, requeues the job, and the restarted job resumes
+from the run's own checkpoint files.
 
 ``job.json`` is written by launchers only, never by the job
 (:meth:`~ccpo_lab.runs.layout.RunDir.record_job`).
@@ -24,7 +25,8 @@ from submitit.helpers import Checkpointable, DelayedSubmission
 from ccpo_lab.placement import Placement, this_host
 
 PlacementFn = Callable[[], Placement]
-"""A launcher module's ``placement_here`` (picklable: a module-level function)."""
+"""A launcher's job environment (:class:`~ccpo_lab.launch.environment.JobEnvironment`) or
+any picklable callable giving the task's placement."""
 
 
 class RunJob(Checkpointable):

@@ -11,10 +11,10 @@ pool's runs go on holding their GPUs and slots, and a relaunch waits for them. T
 machine's GPUs are ``$CCPO_LAB_NUM_GPUS`` (a count), else ``$CUDA_VISIBLE_DEVICES``, else
 the ``nvidia-smi -L`` count, else none.
 
-The pool runs in a detached process (``python -m ccpo_lab.launch.local QUEUE_FILE``, its
-own session) that survives the terminal; its queue file and log live in ``<sweep
-dir>/_jobs/``. ``--wait`` only watches it: Ctrl-C or a closed terminal stops the watching,
-never the runs. Each job supervises its run in a child process
+The slots are :mod:`ccpo_lab.launch.slots`'s; the pool runs in a detached process
+(:mod:`ccpo_lab.launch.pool`, its own session) that survives the terminal; its queue file
+and log live in ``<sweep dir>/_jobs/``. ``--wait`` only watches it: Ctrl-C or a closed
+terminal stops the watching, never the runs. Each job supervises its run in a child process
 (:func:`ccpo_lab.runs.execute.supervise`), so a run killed from outside is recorded with
 its signal, and a run whose job wrapper dies goes on.
 Each run's job runs the interpreter the run needs (:attr:`Needs.python
@@ -24,319 +24,26 @@ so a run executes the same code under both launchers; the pool itself runs this 
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ccpo_lab.config.launcher import LauncherSettings, Where
-from ccpo_lab.config.validate import check_range
-from ccpo_lab.config.yamlio import atomic_write_json
+from ccpo_lab.config.launchers.local import LocalSettings
 from ccpo_lab.errors import UserError
 from ccpo_lab.launch.base import TERMINAL, Launcher, Reconciled, Submission, gone, parallel
-from ccpo_lab.launch.gpulock import GpuLock, slot_lock_file, try_lock
-from ccpo_lab.placement import Needs, Placement, visible_gpus
-from ccpo_lab.runs.layout import RunDir, SweepDir
+from ccpo_lab.launch.environment import LOCAL
+from ccpo_lab.launch.pool import controller_alive, pool_alive, queue_pid, spawn_pool
+from ccpo_lab.launch.slots import detect_gpus, gpu_slots, per_run_gpus, slot_text
+from ccpo_lab.placement import Placement
+from ccpo_lab.runs.layout import RunDir
 
 if TYPE_CHECKING:
     from ccpo_lab.launch.status import RunStatus
 
-
-@dataclass(frozen=True)
-class LocalSettings(LauncherSettings):
-    """``launcher.kind: local``: parallel runs on this machine, each on its own GPU slice."""
-
-    kind: str = field(default="local", init=False)
-    max_parallel: int = 1
-    """Runs at once (at most as many as the machine has slices)."""
-    gpus_per_run: int | None = None
-    """GPUs per run; default: what the run's backend needs (verl: ``nnodes x
-    n_gpus_per_node``; the CPU backend: none, CPU slots). A run that needs GPUs gets
-    exactly that many; one that needs none may be given a slice anyway."""
-
-    def validate(self, where: Where) -> None:
-        """``max_parallel >= 1``, ``gpus_per_run >= 0``."""
-        check_range(self.max_parallel, low=1, key="launcher.max_parallel",
-                    file=where("launcher.max_parallel"))
-        if self.gpus_per_run is not None:
-            check_range(self.gpus_per_run, low=0, key="launcher.gpus_per_run",
-                        file=where("launcher.gpus_per_run"))
-
-
 T = TypeVar("T")
 
-NUM_GPUS_ENV = "CCPO_LAB_NUM_GPUS"
-"""Environment variable with the machine's GPU count (overrides detection)."""
-NO_TIMEOUT_MIN = 60 * 24 * 365
-"""submitit's local executor kills a job after ``timeout_min``; local runs have no limit."""
-
-
-def detect_gpus() -> list[int]:
-    """GPU indices of this machine (see the module docstring for the order of sources)."""
-    count = os.environ.get(NUM_GPUS_ENV, "").strip()
-    if count:
-        if not count.isdigit():
-            raise UserError("must be a GPU count (a non-negative integer)", key=NUM_GPUS_ENV,
-                            value=count)
-        return list(range(int(count)))
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        ids = [x.strip() for x in visible.split(",") if x.strip()]
-        if all(x.isdigit() for x in ids):
-            return [int(x) for x in ids]
-    if shutil.which("nvidia-smi"):
-        try:
-            r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10,
-                               check=False)
-            if r.returncode == 0:
-                return list(range(sum(1 for x in r.stdout.splitlines() if x.startswith("GPU"))))
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-    return []
-
-
-def gpu_slots(settings: LocalSettings, gpus: Sequence[int],
-              needs: Needs = Needs()) -> list[tuple[int, ...]]:
-    """Disjoint slots of the GPUs per run (``()`` for CPU slots), at most
-    ``max_parallel`` of them."""
-    g = per_run_gpus(settings, needs)
-    if g == 0:
-        return [()] * settings.max_parallel
-    n = len(gpus) // g
-    if n == 0:
-        raise UserError(f"each run needs {g} GPU(s) but this machine has {len(gpus)} (set "
-                        f"${NUM_GPUS_ENV} if detection is wrong)", key="launcher.gpus_per_run",
-                        value=g, valid=f"0 (CPU slots) .. {len(gpus)}")
-    return [tuple(gpus[i * g:(i + 1) * g]) for i in range(n)][:settings.max_parallel]
-
-
-def per_run_gpus(settings: LocalSettings, needs: Needs) -> int:
-    """GPUs in each run's slice: ``gpus_per_run``, else what the backend needs."""
-    return needs.gpus if settings.gpus_per_run is None else settings.gpus_per_run
-
-
-@dataclass
-class _Running:
-    key: str
-    slot: int
-    job: Any
-    started: float
-    lock: GpuLock
-
-
-@dataclass
-class _PoolState:
-    queue: list[tuple[str, Callable[[], Any], Path]]
-    free: list[int]
-    running: list[_Running] = field(default_factory=list)
-    jobs: dict[str, Any] = field(default_factory=dict)
-    said_waiting: bool = False
-
-
-class SlotPool:
-    """Run callables through submitit's local executor, one per free slot at a time."""
-
-    def __init__(self, slots: Sequence[tuple[int, ...]], poll_s: float = 0.2,
-                 python: str | None = None, slot_locks: Path | None = None) -> None:
-        if not slots:
-            raise ValueError("a pool needs at least one slot")
-        self.slots = list(slots)
-        self.poll_s = poll_s
-        self.python = python
-        """The interpreter command the jobs run (shell-quoted; None: this one)."""
-        self.slot_locks = slot_locks
-        """The directory of the sweep's slot locks (``slot-<k>.lock``; None: no sweep
-        bound beyond this pool's slots)."""
-        self._stop = False
-
-    def stop(self) -> None:
-        """Start nothing more (running jobs finish unless cancelled)."""
-        self._stop = True
-
-    def _lock(self, slot: int) -> GpuLock | None:
-        """The locks of slot ``slot`` (its GPUs, and the sweep's slot), or None if held."""
-        also = [] if self.slot_locks is None else [slot_lock_file(self.slot_locks, slot)]
-        return try_lock(self.slots[slot], also=also)
-
-    def _start(self, folder: Path, slot: tuple[int, ...], fn: Callable[[], Any],
-               lock: GpuLock) -> Any:
-        from ccpo_lab.launch.heldjob import LockedExecutor
-
-        ex = LockedExecutor(folder=folder, fds=lock.fds, python=self.python)
-        ex.update_parameters(timeout_min=NO_TIMEOUT_MIN, gpus_per_node=len(slot),
-                             visible_gpus=tuple(slot), signal_delay_s=30)
-        return ex.submit(fn)
-
-    def run(self, tasks: Sequence[tuple[str, Callable[[], Any], Path]],
-            on_start: Callable[[str, Any, tuple[int, ...]], None] | None = None,
-            on_end: Callable[[str, Any], None] | None = None,
-            should_start: Callable[[str], bool] | None = None,
-            tick: Callable[[], object] | None = None) -> dict[str, Any]:
-        """Run every ``(key, fn, folder)`` task; return ``{key: submitit job}``.
-
-        ``should_start(key)`` is asked just before a task starts (False skips it);
-        ``on_start(key, job, slot)`` / ``on_end(key, job)`` are called around each task;
-        ``tick()`` after every poll. A task starts on the first free slot whose GPUs (and
-        sweep slot) it can lock (:func:`ccpo_lab.launch.gpulock.try_lock`), and its job
-        inherits the locks; while other runs hold them all (another sweep's, or this
-        sweep's from an earlier pool), the queue waits.
-        """
-        state = _PoolState(queue=list(tasks), free=list(range(len(self.slots))))
-        try:
-            while (state.queue and not self._stop) or state.running:
-                self._fill(state, should_start, on_start)
-                self._reap(state, on_end)
-                if tick is not None:
-                    tick()
-                if state.running or state.queue:
-                    time.sleep(self.poll_s)
-        except BaseException:
-            for r in state.running:
-                r.job.cancel(check=False)
-                r.lock.release()
-            raise
-        return state.jobs
-
-    def _fill(self, st: _PoolState, should_start: Callable[[str], bool] | None,
-              on_start: Callable[[str, Any, tuple[int, ...]], None] | None) -> None:
-        """Start queued tasks on the free slots whose GPUs lock (or say once that the
-        queue waits for another sweep)."""
-        while st.queue and st.free and not self._stop:
-            got = next(((s, lk) for s in st.free if (lk := self._lock(s)) is not None), None)
-            if got is None:
-                if not st.said_waiting:
-                    print("waiting: every free slot is held by runs still executing (another "
-                          "sweep's on the same GPUs, or this sweep's started by an earlier "
-                          f"pool) (slot {_slot_text([self.slots[st.free[0]]])} ...)",
-                          flush=True)
-                    st.said_waiting = True
-                return
-            slot, lock = got
-            key, fn, folder = st.queue.pop(0)
-            if should_start is not None and not should_start(key):
-                lock.release()
-                continue
-            st.free.remove(slot)
-            try:
-                job = self._start(folder, self.slots[slot], fn, lock)
-            except BaseException:
-                lock.release()
-                raise
-            st.jobs[key] = job
-            st.running.append(_Running(key, slot, job, time.time(), lock))
-            if on_start is not None:
-                on_start(key, job, self.slots[slot])
-
-    @staticmethod
-    def _reap(st: _PoolState, on_end: Callable[[str, Any], None] | None) -> None:
-        """Free the slots of finished tasks (and this pool's hold on their locks: a run
-        that outlived its job still holds them)."""
-        still = []
-        for r in st.running:
-            if r.job.done():
-                r.lock.release()
-                st.free.append(r.slot)
-                st.free.sort()
-                if on_end is not None:
-                    on_end(r.key, r.job)
-            else:
-                still.append(r)
-        st.running = still
-
-
-def _cmdline_has(pid: Any, needle: bytes) -> bool:
-    """Whether ``pid`` is a live process whose command line contains ``needle``."""
-    try:
-        return needle in Path(f"/proc/{int(pid)}/cmdline").read_bytes()
-    except (OSError, ValueError, TypeError):
-        return False
-
-
-def controller_alive(pid: Any) -> bool:
-    """Whether ``pid`` is a live submitit local controller (not a reused pid): the one
-    :mod:`ccpo_lab.launch.heldjob` runs, or submitit's own (a job started before it)."""
-    return any(_cmdline_has(pid, m) for m in (b"ccpo_lab.launch.heldjob",
-                                              b"submitit.local._local"))
-
-
-def pool_alive(pid: Any) -> bool:
-    """Whether ``pid`` is a live ccpo-lab process running a pool (detached or ``--wait``)."""
-    return _cmdline_has(pid, b"ccpo")
-
-
-# ---------------------------------------------------------------- running a sweep's queue
-def _should_start(key: str) -> bool:
-    return RunDir(Path(key)).read_state().get("state") not in ("cancelled", "completed")
-
-
-def run_queue(run_dirs: Sequence[str], slots: Sequence[tuple[int, ...]],
-              pool_pid: int | None = None, tick: Callable[[], object] | None = None,
-              pool: SlotPool | None = None, python: str | None = None,
-              slot_locks: Path | None = None) -> dict[str, Any]:
-    """Run the run directories through a slot pool, recording ``job.json`` for each
-    (``python``: the interpreter command the jobs run, None: this one; ``slot_locks``:
-    the directory of the sweep's slot locks)."""
-    from ccpo_lab.launch.job import RunJob, submitit_log_paths
-
-    def on_start(key: str, job: Any, slot: tuple[int, ...]) -> None:
-        rd = RunDir(Path(key))
-        rd.update_job(job_id=job.job_id, pid=int(job.job_id), pool_pid=pool_pid,
-                      gpus=",".join(map(str, slot)), started=time.time(),
-                      **submitit_log_paths(rd.logs / "%j", job.job_id))
-
-    pool = pool or SlotPool(slots, python=python, slot_locks=slot_locks)
-    tasks = [(str(d), RunJob(d, placement_here, isolate=True), RunDir(Path(d)).logs / "%j")
-             for d in run_dirs]
-    return pool.run(tasks, on_start=on_start, should_start=_should_start, tick=tick)
-
-
-def spawn_pool(sweep_dir: Path, run_dirs: Sequence[str], slots: Sequence[tuple[int, ...]],
-               before_start: Callable[[Path], Any] | None = None,
-               python: str | None = None) -> tuple[int, Path, Path]:
-    """Start a detached pool for ``run_dirs``. Returns (pid, queue file, log file).
-
-    ``before_start(queue_file)`` runs after the queue file is written, before the pool
-    starts; ``python``: the interpreter command the jobs run (None: this one).
-    """
-    jobs_dir = SweepDir(Path(sweep_dir).resolve()).jobs
-    jobs_dir.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
-    queue = jobs_dir / f"local-pool-{stamp}.json"
-    log = jobs_dir / f"local-pool-{stamp}.log"
-    atomic_write_json(queue, {"runs": list(run_dirs), "slots": [list(s) for s in slots],
-                              "python": python, "slot_locks": str(jobs_dir)})
-    if before_start is not None:
-        before_start(queue)
-    with log.open("ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "ccpo_lab.launch.local", str(queue)],
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, close_fds=True)
-    queue.with_suffix(".pid").write_text(f"{proc.pid}\n", encoding="utf-8")
-    return proc.pid, queue, log
-
-
-def queue_pid(queue_file: Any) -> int | None:
-    """The pid of the pool serving ``queue_file`` (None if unknown)."""
-    try:
-        return int(Path(str(queue_file)).with_suffix(".pid").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def placement_here() -> Placement:
-    """Inside a job of submitit's local executor: this machine, its task and GPU slice."""
-    from submitit.local.local import LocalJobEnvironment
-
-    env = LocalJobEnvironment()
-    return Placement(hosts=tuple(env.hostnames), rank=env.global_rank, ntasks=env.num_tasks,
-                     gpus=visible_gpus(), job_id=os.environ.get("SUBMITIT_LOCAL_JOB_ID"))
+placement_here = LOCAL
+"""This launcher's job environment under the name jobs pickled before
+:mod:`ccpo_lab.launch.environment` refer to."""
 
 
 class LocalLauncher(Launcher):
@@ -344,6 +51,7 @@ class LocalLauncher(Launcher):
 
     kind = "local"
     settings_class = LocalSettings
+    environment = LOCAL
     poll_s = 1.0
 
     @property
@@ -409,13 +117,13 @@ class LocalLauncher(Launcher):
             slots = self.slots()
         except UserError as e:
             return [("local launcher", "FIX", str(e))]
-        return [("local launcher", "ok", f"{len(slots)} slot(s): {_slot_text(slots)}")]
+        return [("local launcher", "ok", f"{len(slots)} slot(s): {slot_text(slots)}")]
 
     def submit(self, runs: Sequence[RunDir], *, wait: bool) -> Submission:
         """A detached pool (``wait`` or not: waiting only watches it)."""
         slots = self.slots()
         dirs = [str(rd.path.resolve()) for rd in runs]
-        text = _slot_text(slots)
+        text = slot_text(slots)
         record: dict[str, Any] = {"slots": [list(s) for s in slots]}
         # job.json names the queue before the pool starts, so the pool's updates come after.
         pid, queue, log = spawn_pool(self.sweep.path, dirs, slots, before_start=lambda q: (
@@ -425,11 +133,6 @@ class LocalLauncher(Launcher):
                           record={"pool_pid": pid, "queue": str(queue), **record},
                           message=f"started a local pool (pid {pid}) for {len(runs)} runs on "
                                   f"{len(slots)} slots ({text}); pool log: {log}")
-
-    @classmethod
-    def detect(cls) -> Placement | None:
-        """Inside a job of submitit's local executor."""
-        return placement_here() if os.environ.get("SUBMITIT_EXECUTOR") == "local" else None
 
     @classmethod
     def reconcile(cls, file_state: str, job: Mapping[str, Any], sched: str | None,
@@ -453,45 +156,3 @@ class LocalLauncher(Launcher):
         interrupted by the caller (SIGINT to the process that holds it)."""
         return [(r, "dequeued" if r.live and r.state == "pending" else "marked cancelled")
                 for r in rows], []
-
-
-def _slot_text(slots: Sequence[tuple[int, ...]]) -> str:
-    return ", ".join(",".join(map(str, s)) or "cpu" for s in slots)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry of the detached pool: ``python -m ccpo_lab.launch.local QUEUE_FILE``."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m ccpo_lab.launch.local QUEUE_FILE", file=sys.stderr)
-        return 2
-    # run as ``-m``, this module is ``__main__``: use the importable one, so that what the
-    # pool pickles for its jobs (RunJob's placement function) is found by reference there
-    from ccpo_lab.launch import local as this
-
-    spec = json.loads(Path(args[0]).read_text(encoding="utf-8"))
-    slots = [tuple(s) for s in spec["slots"]]
-    # a queue written before slot locks: its sweep's jobs directory holds them
-    slot_locks = Path(spec.get("slot_locks") or Path(args[0]).resolve().parent)
-    pool = this.SlotPool(slots, python=spec.get("python"), slot_locks=slot_locks)
-
-    def on_term(signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    # a pool started from a background job inherits SIGINT ignored; its jobs must not
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    print(f"pool {os.getpid()}: {len(spec['runs'])} runs on {len(slots)} slots {slots}",
-          flush=True)
-    try:
-        jobs = this.run_queue(spec["runs"], slots, pool_pid=os.getpid(), pool=pool)
-    except KeyboardInterrupt:
-        print(f"pool {os.getpid()}: stopped", flush=True)
-        return 130
-    print(f"pool {os.getpid()}: done ({len(jobs)} runs executed)", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -12,25 +12,23 @@ environment), not the one that submitted them. Queries (``sacct``, falling back 
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ccpo_lab.config.launcher import LauncherSettings, Where
-from ccpo_lab.config.validate import check_range
+from ccpo_lab.config.launchers.slurm import SlurmSettings
 from ccpo_lab.errors import UserError
 from ccpo_lab.launch.base import TERMINAL, Launcher, Reconciled, Submission, parallel
+from ccpo_lab.launch.environment import SLURM
 from ccpo_lab.launch.params import (
     check_cluster,
-    check_settings,
     chunks,
     max_array_size,
     slurm_parameters,
 )
-from ccpo_lab.placement import Placement, visible_gpus
+from ccpo_lab.placement import Placement
 from ccpo_lab.runs.layout import RunDir
 
 if TYPE_CHECKING:
@@ -51,73 +49,9 @@ FAILED = {"FAILED", "OUT_OF_MEMORY"}
 INTERRUPTED = {"TIMEOUT", "NODE_FAIL", "BOOT_FAIL", "DEADLINE", "PREEMPTED", "REVOKED"}
 """Slurm job states of a job stopped from outside (its time limit after every requeue, a
 lost node, preemption): the run is ``interrupted`` and resumes on a relaunch."""
-_RESOURCES_FROM_BACKEND = "a run's nodes and GPUs come from its backend ({}), stated once"
-
-
-@dataclass(frozen=True)
-class SlurmSettings(LauncherSettings):
-    """``launcher.kind: slurm``: one job array per sweep. Nodes and GPUs per node are
-    what the run's backend needs (``backend.verl.nnodes``, ``n_gpus_per_node``)."""
-
-    kind: str = field(default="slurm", init=False)
-    partition: str | None = None
-    """Partition (``--partition``); default: the cluster's."""
-    account: str | None = None
-    """Account (``--account``)."""
-    qos: str | None = None
-    """Quality of service (``--qos``)."""
-    time_min: int = 60
-    """Time limit per job in minutes; requeued on timeout."""
-    cpus_per_task: int | None = None
-    """CPUs per task (one task per node); default: what the backend needs, at least 1."""
-    mem_gb: int | None = None
-    """Memory per node in GB."""
-    constraint: str | None = None
-    """Node feature constraint."""
-    array_parallelism: int = 16
-    """Array tasks running at once."""
-    max_num_timeout: int = 3
-    """Requeues after timeout or preemption before giving up."""
-    sbatch_extra: dict[str, Any] = field(default_factory=dict)
-    """Further sbatch parameters (validated against submitit's list)."""
-    setup: list[str] = field(default_factory=list)
-    """Shell lines run before the job (module loads, conda activate)."""
-
-    moved: ClassVar[Mapping[str, str]] = {
-        "nodes": _RESOURCES_FROM_BACKEND.format("backend.verl.nnodes"),
-        "gpus_per_node": _RESOURCES_FROM_BACKEND.format("backend.verl.n_gpus_per_node"),
-    }
-
-    def validate(self, where: Where) -> None:
-        """Ranges, then the text and ``sbatch_extra`` checks (no cluster is asked)."""
-        for key in ("time_min", "array_parallelism"):
-            check_range(getattr(self, key), low=1, key=f"launcher.{key}",
-                        file=where(f"launcher.{key}"))
-        check_range(self.max_num_timeout, low=0, key="launcher.max_num_timeout",
-                    file=where("launcher.max_num_timeout"))
-        for key in ("cpus_per_task", "mem_gb"):
-            if getattr(self, key) is not None:
-                check_range(getattr(self, key), low=1, key=f"launcher.{key}",
-                            file=where(f"launcher.{key}"))
-        try:
-            check_settings(self)
-        except UserError as e:
-            e.file = e.file or where(e.key or "launcher")
-            raise
-
-
-def placement_here() -> Placement:
-    """Inside a Slurm job: the allocation's hosts, this task's rank, the task count, the
-    GPU slice, the CPUs per task and the requeue count (submitit's ``JobEnvironment``)."""
-    from submitit.slurm.slurm import SlurmJobEnvironment
-
-    env = SlurmJobEnvironment()
-    cpus = os.environ.get("SLURM_CPUS_PER_TASK", "")
-    restarts = os.environ.get("SLURM_RESTART_COUNT", "")
-    return Placement(hosts=tuple(env.hostnames), rank=env.global_rank, ntasks=env.num_tasks,
-                     gpus=visible_gpus(), cpus=int(cpus) if cpus.isdigit() else None,
-                     job_id=env.job_id if os.environ.get("SLURM_JOB_ID") else None,
-                     restarts=int(restarts) if restarts.isdigit() else 0)
+placement_here = SLURM
+"""This launcher's job environment under the name jobs pickled before
+:mod:`ccpo_lab.launch.environment` refer to."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +69,7 @@ class SlurmLauncher(Launcher):
 
     kind = "slurm"
     settings_class = SlurmSettings
+    environment = SLURM
     max_nodes = None
     scheduled = True
 
@@ -190,7 +125,7 @@ class SlurmLauncher(Launcher):
 
     def runs_execute_here(self) -> bool:
         """Only inside a Slurm allocation (not on a login node)."""
-        return self.detect() is not None
+        return SLURM.active()
 
     def call_in_job(self, fn: Callable[[Any], T], arg: Any, *, name: str,
                     timeout_min: int = 20) -> tuple[str, T]:
@@ -263,7 +198,7 @@ class SlurmLauncher(Launcher):
         for chunk in chunks(list(targets), max_array_size()):
             try:
                 with ex.batch():
-                    jobs = [ex.submit(RunJob(rd.path, placement_here)) for rd in chunk]
+                    jobs = [ex.submit(RunJob(rd.path, SLURM)) for rd in chunk]
             except (FailedJobError, OSError) as e:
                 done = sum(len(s.runs) for s in out)
                 msg = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
@@ -282,11 +217,6 @@ class SlurmLauncher(Launcher):
             parallel(record, list(enumerate(zip(chunk, jobs, strict=True))))
             out.append(SlurmSubmission(array_id, tuple(str(rd.path) for rd in chunk)))
         return out
-
-    @classmethod
-    def detect(cls) -> Placement | None:
-        """Inside a Slurm allocation (``SLURM_JOB_ID`` is set)."""
-        return placement_here() if os.environ.get("SLURM_JOB_ID") else None
 
     @classmethod
     def query(cls, jobs: Sequence[Mapping[str, Any]]) -> dict[str, str] | None:

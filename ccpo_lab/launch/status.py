@@ -26,6 +26,7 @@ from typing import Any
 
 from ccpo_lab.launch.base import TERMINAL, Launcher, Reconciled
 from ccpo_lab.launch.registry import LAUNCHERS
+from ccpo_lab.launch.watcher import QueryWatcher
 from ccpo_lab.runs.files import RunFileError, check_inside
 from ccpo_lab.runs.layout import Placed, RunDir, SweepDir
 from ccpo_lab.runs.owner import Owner, current_owner
@@ -149,30 +150,38 @@ def tracker(kind: Any) -> type[Launcher]:
     return Launcher
 
 
-def _scheduler_states(jobs: Sequence[dict[str, Any]], scheduler: bool
+def _scheduler_states(jobs: Sequence[dict[str, Any]], scheduler: bool,
+                      watcher: QueryWatcher | None = None
                       ) -> dict[str, dict[str, str] | None]:
-    """Per launcher kind: its one query over its runs' jobs (None: it cannot be asked)."""
+    """Per launcher kind: its one query over its runs' jobs (None: it cannot be asked),
+    through ``watcher`` when given (a watch loop's back-off)."""
     out: dict[str, dict[str, str] | None] = {}
     for kind in sorted({str(j["launcher"]) for j in jobs if j.get("launcher")}):
         if not tracker(kind).scheduled:
             continue
         mine = [j for j in jobs if j.get("launcher") == kind]
-        out[kind] = tracker(kind).query(mine) if scheduler else {}
+        if not scheduler:
+            out[kind] = {}
+        else:
+            out[kind] = tracker(kind).query(mine) if watcher is None else \
+                watcher.query(kind, tracker(kind), mine)
     return out
 
 
 def collect_status(sweep_dir: str | Path, runs: Sequence[RunDir] | None = None, *,
-                   scheduler: bool = True) -> list[RunStatus]:
+                   scheduler: bool = True, watcher: QueryWatcher | None = None
+                   ) -> list[RunStatus]:
     """The status of every run (or of ``runs``) of the sweep in ``sweep_dir``.
 
-    ``scheduler``: ask each launcher's scheduler (one short query per kind).
+    ``scheduler``: ask each launcher's scheduler (one short query per kind); ``watcher``:
+    through a watch loop's :class:`~ccpo_lab.launch.watcher.QueryWatcher` (back-off).
     """
     sd = SweepDir(Path(sweep_dir))
     dirs = list(runs) if runs is not None else sd.run_dirs()
     placed = sd.check_places(dirs)
     infos = [(p.rd, p.run, p.rd.read_state(), p.rd.read_job()) for p in placed
              if p.problem is None]
-    states = _scheduler_states([j for *_, j in infos], scheduler)
+    states = _scheduler_states([j for *_, j in infos], scheduler, watcher)
     now = datetime.now(timezone.utc).timestamp()
     rows: dict[Path, RunStatus] = {p.rd.path: _left_out(p) for p in placed
                                    if p.problem is not None}

@@ -9,7 +9,8 @@ import pytest
 
 from ccpo_lab.cli.main import main
 from ccpo_lab.launch.cancel import cancel_runs
-from ccpo_lab.launch.local import NUM_GPUS_ENV, controller_alive, pool_alive
+from ccpo_lab.launch.pool import controller_alive, pool_alive
+from ccpo_lab.launch.slots import NUM_GPUS_ENV
 from ccpo_lab.launch.status import collect_status
 from ccpo_lab.runs.layout import RunDir, SweepDir
 from ccpo_lab.runs.metrics import read_metrics

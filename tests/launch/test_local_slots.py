@@ -13,8 +13,9 @@ from pathlib import Path
 import cloudpickle
 import pytest
 
+from ccpo_lab.config.launchers.local import LocalSettings
 from ccpo_lab.errors import UserError
-from ccpo_lab.launch.local import NUM_GPUS_ENV, LocalSettings, SlotPool, detect_gpus, gpu_slots
+from ccpo_lab.launch.slots import NUM_GPUS_ENV, SlotPool, detect_gpus, gpu_slots
 
 # The job functions below run in submitit's subprocesses: pickle them by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
