@@ -73,3 +73,13 @@ def prepare_streams(streams: tuple[Any, ...] | None = None) -> None:
             stream.reconfigure(encoding="utf-8", errors=ERRORS)
         else:
             stream.reconfigure(errors=ERRORS)
+
+
+def fmt_hours(h: float | None) -> str:
+    """Hours for a table: 3 significant digits below 10 (``0.0712``, ``3.41``), one
+    decimal below 1,000, whole hours above."""
+    if h is None:
+        return "—"
+    if abs(h) < 10:
+        return f"{h:.3g}" if h else "0"
+    return f"{h:,.1f}" if abs(h) < 1000 else f"{h:,.0f}"

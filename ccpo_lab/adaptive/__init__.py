@@ -9,7 +9,7 @@ Pure decision logic, no I/O (the sweep, the launcher, the report and MLflow use 
 * :mod:`.simulate` -- the decision rule on simulated studies, vectorised: error rate,
   power and seeds used against the fixed design (``python -m ccpo_lab.adaptive.simulate``).
 * :mod:`.store` -- the one module with I/O: the design's state file in the sweep
-  directory, its lock, and a run's score (used by :mod:`ccpo_lab.launch.adaptive`, which
+  directory, its lock, and a run's score (used by :mod:`ccpo_lab.adaptive.launch`, which
   takes the looks and launches their seeds, and by the report and MLflow).
 
 The statistics (alpha spending, boundaries, Holm across looks) live in
@@ -17,8 +17,8 @@ The statistics (alpha spending, boundaries, Holm across looks) live in
 """
 
 from ccpo_lab.adaptive.decide import advance, decide_look, pending_seeds
-from ccpo_lab.adaptive.design import AdaptiveDesign, every_arm_versus
 from ccpo_lab.adaptive.state import STATE_VERSION, Action, AdaptiveState, Decision, Look
+from ccpo_lab.config.design import AdaptiveDesign, every_arm_versus
 
 __all__ = [
     "STATE_VERSION",

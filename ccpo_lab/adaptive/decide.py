@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from ccpo_lab.adaptive.design import AdaptiveDesign
 from ccpo_lab.adaptive.state import SEEDS_NEEDED_MAX, Action, AdaptiveState, Decision, Look
+from ccpo_lab.config.design import AdaptiveDesign
 from ccpo_lab.stats.compare import Comparison, compare_arms
 from ccpo_lab.stats.sequential import (
     alpha_spent,

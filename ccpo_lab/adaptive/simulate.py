@@ -30,7 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import special
 
-from ccpo_lab.adaptive.design import AdaptiveDesign, every_arm_versus
+from ccpo_lab.config.design import AdaptiveDesign, every_arm_versus
 from ccpo_lab.stats.compare import _ZERO_SPREAD_ULPS, holm  # the report's zero-spread rule
 from ccpo_lab.stats.sequential import futile, nominal_table, step_down
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from ccpo_lab.adaptive.design import AdaptiveDesign
+from ccpo_lab.config.design import AdaptiveDesign
 
 __all__ = ["STATE_VERSION", "Action", "AdaptiveState", "Decision", "Look"]
 

@@ -59,7 +59,7 @@ def sweep(
     if dry_run:
         only = None
         if adaptive:
-            from ccpo_lab.launch.adaptive import dry_run as adaptive_dry_run
+            from ccpo_lab.adaptive.launch import dry_run as adaptive_dry_run
 
             sw, only, line = adaptive_dry_run(sw, results)
             typer.echo(line)
@@ -70,7 +70,7 @@ def sweep(
 
     with live_sync(sw, results) if wait else contextlib.nullcontext():
         if adaptive:
-            from ccpo_lab.launch.adaptive import launch_adaptive
+            from ccpo_lab.adaptive.launch import launch_adaptive
 
             code = launch_adaptive(sw, results, new_run=new_run, wait=wait,
                                    retry_failed=retry_failed)

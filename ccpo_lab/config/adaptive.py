@@ -4,7 +4,7 @@ The design is on when ``analysis.adaptive.max_seeds`` is set (in the file or as 
 override, e.g. ``analysis.adaptive.max_seeds=12``); the sweep's listed ``seeds`` are its
 first look, ``analysis.alpha`` and ``analysis.power`` its level and power (one source of
 truth with the report). :func:`adaptive_design` turns the section into the validated
-:class:`~ccpo_lab.adaptive.design.AdaptiveDesign` when the sweep is loaded, so a bad value
+:class:`~ccpo_lab.config.design.AdaptiveDesign` when the sweep is loaded, so a bad value
 is refused before anything is written, naming the file, key and value.
 
 The section is analysis, not training: it is no part of any run's identity (run ids do
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from ccpo_lab.errors import UserError
 
 if TYPE_CHECKING:
-    from ccpo_lab.adaptive.design import AdaptiveDesign
+    from ccpo_lab.config.design import AdaptiveDesign
     from ccpo_lab.config.schema import AnalysisConfig
 
 
@@ -93,7 +93,7 @@ def adaptive_design(analysis: AnalysisConfig, arms: Sequence[str], seeds: Sequen
         return None
     # Imported only for a design: it needs scipy, which a trainer environment (ccpo-lab
     # installed with --no-deps) may lack, and a sweep without a design must load there.
-    from ccpo_lab.adaptive.design import AdaptiveDesign, every_arm_versus
+    from ccpo_lab.config.design import AdaptiveDesign, every_arm_versus
 
     comps = [tuple(c) for c in cfg.comparisons]
     for i, c in enumerate(cfg.comparisons):

@@ -38,7 +38,7 @@ from ccpo_lab.config.yamlio import check_name, read_yaml_mapping
 from ccpo_lab.errors import UserError
 
 if TYPE_CHECKING:
-    from ccpo_lab.adaptive.design import AdaptiveDesign
+    from ccpo_lab.config.design import AdaptiveDesign
 
 COMMAND_LINE = "command line"
 

@@ -83,7 +83,7 @@ def sweep_usage(rows: Sequence[RunStatus], now: float | None = None) -> SweepUsa
 def cost_line(rows: Sequence[RunStatus]) -> str | None:
     """``cost: 0.42 CPU-hours used (9 of 15 runs completed); about 0.71 projected for the
     sweep``; None when no run recorded a cost."""
-    from ccpo_lab.report.cost import fmt_hours
+    from ccpo_lab.textout import fmt_hours
 
     u = sweep_usage(rows)
     if u is None:

@@ -31,21 +31,12 @@ from ccpo_lab.report.model import (
 )
 from ccpo_lab.runs.cost import RunCost, read_cost
 from ccpo_lab.runs.layout import RunDir, SweepDir
+from ccpo_lab.textout import fmt_hours
 
 
 def unit(device: str) -> str:
     """``GPU-hours``, ``CPU-hours`` or ``device-hours`` (a sweep of both kinds)."""
     return f"{device}-hours" if device in ("GPU", "CPU") else "device-hours"
-
-
-def fmt_hours(h: float | None) -> str:
-    """Hours for a table: 3 significant digits below 10 (``0.0712``, ``3.41``), one
-    decimal below 1,000, whole hours above."""
-    if h is None:
-        return "—"
-    if abs(h) < 10:
-        return f"{h:.3g}" if h else "0"
-    return f"{h:,.1f}" if abs(h) < 1000 else f"{h:,.0f}"
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -444,7 +444,7 @@ def adaptive_verdicts_table(model: ReportModel) -> Table | None:
 def _more_hours(model: ReportModel, arm: str, reference: str) -> str:
     """`` (+3.41 GPU-h)``: what a comparison's seeds needed would cost beyond the seeds
     run ('' when unknown or nothing more is needed); short, so the table keeps its width."""
-    from ccpo_lab.report.cost import fmt_hours
+    from ccpo_lab.textout import fmt_hours
 
     if model.cost is None:
         return ""
@@ -486,7 +486,7 @@ def _one(values: set[str | None]) -> str | None:
 def cost_table(model: ReportModel) -> Table | None:
     """Arm | runs | device-hours per run | total | wall per run | peak memory | throughput,
     and the sweep's total: what the study cost."""
-    from ccpo_lab.report.cost import fmt_hours
+    from ccpo_lab.textout import fmt_hours
 
     c = model.cost
     if c is None:
@@ -546,7 +546,7 @@ def more_cost_table(model: ReportModel) -> Table | None:
     """Comparison | seeds needed | more seeds | device-hours: what resolving each
     unresolved comparison would cost at the observed cost per run (and, for an adaptive
     design, its device-hours against the fixed design it replaces)."""
-    from ccpo_lab.report.cost import fmt_hours
+    from ccpo_lab.textout import fmt_hours
 
     c = model.cost
     if c is None or not (c.more or c.adaptive):

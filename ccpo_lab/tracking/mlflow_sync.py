@@ -403,7 +403,7 @@ def description(manifest: Mapping[str, Any], name: str, report: ReportModel | No
                       "comparisons are its own (tags `ccpo_lab.adaptive.*`, metrics "
                       "`adaptive/*` by look, artifact `adaptive/adaptive.json`)."]
         if report.cost is not None:
-            from ccpo_lab.report.cost import fmt_hours
+            from ccpo_lab.textout import fmt_hours
 
             lines += ["", f"Cost: {fmt_hours(report.cost.total)} {report.cost.unit} over "
                       f"{report.cost.runs} runs (metrics `cost/*`)."]

@@ -97,8 +97,8 @@ def finished_study(tmp: Path) -> Path:
     """The sweep directory of :func:`adaptive_sweep` run to the end: look 1 resolves
     gigpo (better) and continues ccpo-return-hard, look 2 (six seeds) leaves it
     unresolved."""
+    from ccpo_lab.adaptive.launch import launch_adaptive
     from ccpo_lab.config.sweep import load_sweep
-    from ccpo_lab.launch.adaptive import launch_adaptive
 
     path = adaptive_sweep(tmp)
     results = tmp / "results"

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pytest
 
+from ccpo_lab.adaptive.launch import launch_adaptive
 from ccpo_lab.adaptive.store import DesignLock, read_record
 from ccpo_lab.cli.main import main
 from ccpo_lab.config.sweep import load_sweep
 from ccpo_lab.errors import UserError
 from ccpo_lab.launch import registry
-from ccpo_lab.launch.adaptive import launch_adaptive
 from ccpo_lab.runs.layout import SweepDir
 from tests.adaptive.studies import ARMS, adaptive_sweep, complete, queued, register
 from tests.conftest import REPO, snapshot
@@ -117,7 +117,7 @@ def test_killed_between_decision_and_launch_loses_nothing(tmp_path: Path) -> Non
         sys.path.insert(0, {str(REPO)!r})
         from tests.adaptive.studies import register
         register()
-        import ccpo_lab.launch.adaptive as A
+        import ccpo_lab.adaptive.launch as A
         from ccpo_lab.config.sweep import load_sweep
         real = A._launch
         def launch(sw, results, record, runs, **kw):

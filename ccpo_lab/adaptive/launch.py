@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from ccpo_lab.adaptive.decide import pending_seeds
-from ccpo_lab.adaptive.design import AdaptiveDesign
 from ccpo_lab.adaptive.state import Look
 from ccpo_lab.adaptive.store import DesignLock, DesignRecord, read_record, run_score, write_record
+from ccpo_lab.config.design import AdaptiveDesign
 from ccpo_lab.config.identity import diff, format_diff
 from ccpo_lab.config.sweep import Sweep
 from ccpo_lab.errors import UserError
