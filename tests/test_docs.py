@@ -98,9 +98,9 @@ def layout_names() -> list[str]:
     """The names of what the CLI writes into a sweep or run directory, from the code that
     owns them; a folder ends with ``/``."""
     from ccpo_lab.report import directory as report_dir
-    from ccpo_lab.runs import evals
+    from ccpo_lab.runs import evals, wandb_run
     from ccpo_lab.runs.layout import RunDir, SweepDir
-    from ccpo_lab.tracking import live, mlflow_sync, store, wandb_run, wandb_sync
+    from ccpo_lab.tracking import live, mlflow_sync, store, wandb_sync
 
     sweep = Path("/results/sweep")
     names: list[str] = []

@@ -27,63 +27,32 @@ trainer imports the hooks below it) and from an optional module beside its runne
 - ``ccpo_lab.backends.<kind>.doctor``: ``run_doctor(sweep, results)`` and
   ``run_on_node(sweep, results)``, the machine checks of ``ccpo-lab doctor``.
 
-This module dispatches on ``run.backend.kind`` and imports the backend lazily.
+Configuration names each backend by strings (:mod:`ccpo_lab.config.backends`, which also
+dispatches ``needs``/``check_sweep``/``resume_step``/``describe`` to the runner); this
+module adds what the layers above ask of a backend's package, imported lazily.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from ccpo_lab.config.schema import RunConfig
-    from ccpo_lab.placement import Needs, Placement
-    from ccpo_lab.runs.layout import RunDir
+from ccpo_lab.config.backends import (  # noqa: F401 (the backend registry's dispatchers)
+    backend_runner,
+    check_sweep,
+    describe,
+    needs,
+    resume_step,
+)
 
 
 def backend_module(kind: str) -> Any:
-    """The module implementing backend ``kind`` (``ccpo_lab.backends.<kind>.runner``)."""
-    from ccpo_lab.config.schema import BackendConfig
-
-    if kind not in BackendConfig.kinds():
-        raise ValueError(f"unknown backend {kind!r}; valid: {list(BackendConfig.kinds())}")
-    return importlib.import_module(f"ccpo_lab.backends.{kind}.runner")
-
-
-def needs(run: RunConfig) -> Needs:
-    """What ``run`` needs, as its backend declares it."""
-    result: Needs = backend_module(run.backend.kind).needs(run)
-    return result
-
-
-def check_sweep(runs: Sequence[RunConfig], run_dirs: Sequence[RunDir | None]) -> None:
-    """Every backend's ``check_sweep`` over its runs of a sweep (with their planned
-    directories, None for a refused run); raises :class:`ccpo_lab.errors.UserError`."""
-    for kind in sorted({r.backend.kind for r in runs}):
-        hook = getattr(backend_module(kind), "check_sweep", None)
-        if hook is not None:
-            mine = [(r, d) for r, d in zip(runs, run_dirs, strict=True) if r.backend.kind == kind]
-            hook([r for r, _ in mine], [d for _, d in mine])
-
-
-def resume_step(run: RunConfig, run_dir: RunDir) -> int | None:
-    """The step of the checkpoint ``run`` would resume from in ``run_dir`` now (None: it
-    starts from step 0), as its backend finds it."""
-    step = backend_module(run.backend.kind).resume_step(run_dir)
-    return None if step is None else int(step)
-
-
-def describe(run: RunConfig, run_dir: RunDir, placement: Placement) -> str:
-    """What executing ``run`` would run where ``placement`` says, as a command line."""
-    import shlex
-
-    mod = backend_module(run.backend.kind)
-    if hasattr(mod, "describe"):
-        return str(mod.describe(run, run_dir, placement))
-    return shlex.join(["python", "-m", "ccpo_lab.runs.execute", str(run_dir.path)])
+    """The module implementing backend ``kind`` (``ccpo_lab.backends.<kind>.runner``,
+    :func:`ccpo_lab.config.backends.backend_runner`)."""
+    return backend_runner(kind)
 
 
 def backend_package(kind: str | None) -> ModuleType | None:

@@ -8,31 +8,14 @@ The ``analysis`` section's schema lives in :mod:`ccpo_lab.config.analysis`.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ccpo_lab.config.analysis import BOOTSTRAP_REPS_RANGE, AnalysisConfig  # noqa: F401 (re-exported)
+from ccpo_lab.config.backends import BACKENDS, backend_settings  # noqa: F401 (re-exported)
 from ccpo_lab.config.launcher import LauncherSettings
 from ccpo_lab.config.protocol import ProtocolConfig
 from ccpo_lab.config.tracking import WandbConfig
-
-BACKENDS: dict[str, str] = {
-    "local": "ccpo_lab.backends.local.settings:LocalBackendConfig",
-    "verl": "ccpo_lab.backends.verl.settings:VerlBackendConfig",
-}
-"""Backend kind -> its settings dataclass, ``"module:Class"``: named here, imported on use
-(configuration sits below the backends and imports none of them)."""
-
-
-def backend_settings(kind: str) -> Any:
-    """The settings dataclass of backend ``kind`` (:data:`BACKENDS`), imported now.
-
-    :class:`BackendConfig`'s field annotations call it, so ``typing.get_type_hints`` (the
-    schema readers') resolves them to the settings class when a sweep is read.
-    """
-    module, _, name = BACKENDS[kind].partition(":")
-    return getattr(importlib.import_module(module), name)
 
 
 def _settings_of(kind: str) -> Any:

@@ -30,7 +30,7 @@ def eval_launcher(sweep_dir: Path, plans: Sequence[RunEvals], kind: str | None =
                   ) -> Launcher:
     """The launcher of the sweep (``sweep.json``), or of ``kind`` with its defaults, for
     jobs that need what a run of the sweep needs."""
-    from ccpo_lab.backends import needs
+    from ccpo_lab.config.backends import needs
     from ccpo_lab.launch.registry import build_settings, make_launcher
 
     sd = SweepDir(sweep_dir)

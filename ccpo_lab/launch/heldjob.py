@@ -1,7 +1,7 @@
 """Submitit local jobs that inherit their pool's locks: a run holds its own GPU locks.
 
 The ``local`` launcher's pool locks a run's GPU slice and sweep slot
-(:mod:`ccpo_lab.launch.gpulock`) and starts the run's job with :class:`LockedExecutor`:
+(:mod:`ccpo_lab.runs.gpulock`) and starts the run's job with :class:`LockedExecutor`:
 submitit's local executor, except that its controller (``python -m
 ccpo_lab.launch.heldjob FOLDER``, which runs submitit's own controller) inherits the locked
 descriptors and hands them to the job's task, which hands them to the run's process
@@ -12,7 +12,7 @@ long as the run goes on, and end with the last of them.
 Submitit starts both processes with ``subprocess.Popen`` and closes every other
 descriptor; while it starts them, its module's ``subprocess`` is one whose ``Popen`` also
 passes the lock descriptors (``pass_fds``) and names them in the environment
-(:data:`~ccpo_lab.launch.gpulock.LOCK_FDS_ENV`), and, for the controller, runs this
+(:data:`~ccpo_lab.runs.gpulock.LOCK_FDS_ENV`), and, for the controller, runs this
 module in place of ``submitit.local._local``.
 """
 
@@ -28,7 +28,7 @@ from typing import Any
 
 from submitit import LocalExecutor
 
-from ccpo_lab.launch.gpulock import inherited_lock_fds, lock_fds_env
+from ccpo_lab.runs.gpulock import inherited_lock_fds, lock_fds_env
 
 SUBMITIT_CONTROLLER = "submitit.local._local"
 """The module submitit's local executor runs as a job's controller."""

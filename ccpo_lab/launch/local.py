@@ -4,7 +4,7 @@ Each run gets the GPUs its backend needs (``launcher.gpus_per_run`` may give a C
 slice too) as its own ``CUDA_VISIBLE_DEVICES`` slice (submitit's ``visible_gpus`` /
 ``gpus_per_node``); concurrently running runs never share a slice, not even runs of two
 sweeps launched separately: a run starts only once it holds the machine-wide locks of its
-slice (:mod:`ccpo_lab.launch.gpulock`), and one of its sweep's ``max_parallel`` slot locks.
+slice (:mod:`ccpo_lab.runs.gpulock`), and one of its sweep's ``max_parallel`` slot locks.
 Runs that need no GPU get CPU slots (``CUDA_VISIBLE_DEVICES`` empty). The locks are
 handed to the processes that execute the run (:mod:`ccpo_lab.launch.heldjob`): a killed
 pool's runs go on holding their GPUs and slots, and a relaunch waits for them. The

@@ -59,7 +59,7 @@ def never_trained(rd: RunDir) -> str | None:
 def sweep_needs(sweep: Sweep) -> Needs:
     """What each run of ``sweep`` needs (its backend says; one value per sweep, since a
     sweep's runs share one job array and one GPU layout)."""
-    from ccpo_lab.backends import needs
+    from ccpo_lab.config.backends import needs
 
     found = {needs(run): f"{run.arm} seed {run.seed}" for run in sweep.runs}
     if len(found) > 1:
@@ -77,10 +77,10 @@ def launcher_for(sweep: Sweep, results: str | Path) -> Launcher:
 
 def plan_sweep(sweep: Sweep, results: str | Path, *, new_run: bool = False) -> list[PlannedRun]:
     """Every run of ``sweep`` with its directory and status, after the backends' checks
-    over the whole sweep (:func:`ccpo_lab.backends.check_sweep`: a verl sweep's GPU layout,
+    over the whole sweep (:func:`ccpo_lab.config.backends.check_sweep`: a verl sweep's GPU layout,
     before any job is submitted) and the launcher's (:meth:`Launcher.check
     <ccpo_lab.launch.base.Launcher.check>`: can it give each run what it needs?)."""
-    from ccpo_lab.backends import check_sweep
+    from ccpo_lab.config.backends import check_sweep
 
     sweep_dir = sweep.sweep_dir(results)
     out = []

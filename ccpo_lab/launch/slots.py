@@ -2,7 +2,7 @@
 starts one job per free slot (submitit's local executor, :mod:`ccpo_lab.launch.heldjob`).
 
 A run starts only once it holds the machine-wide locks of its slice
-(:mod:`ccpo_lab.launch.gpulock`) and one of its sweep's ``max_parallel`` slot locks; its job
+(:mod:`ccpo_lab.runs.gpulock`) and one of its sweep's ``max_parallel`` slot locks; its job
 inherits them. The machine's GPUs are ``$CCPO_LAB_NUM_GPUS`` (a count), else
 ``$CUDA_VISIBLE_DEVICES``, else the ``nvidia-smi -L`` count, else none.
 """
@@ -20,8 +20,8 @@ from typing import Any
 
 from ccpo_lab.config.launchers.local import LocalSettings
 from ccpo_lab.errors import UserError
-from ccpo_lab.launch.gpulock import GpuLock, slot_lock_file, try_lock
 from ccpo_lab.placement import Needs
+from ccpo_lab.runs.gpulock import GpuLock, slot_lock_file, try_lock
 
 NUM_GPUS_ENV = "CCPO_LAB_NUM_GPUS"
 """Environment variable with the machine's GPU count (overrides detection)."""
@@ -135,7 +135,7 @@ class SlotPool:
         ``should_start(key)`` is asked just before a task starts (False skips it);
         ``on_start(key, job, slot)`` / ``on_end(key, job)`` are called around each task;
         ``tick()`` after every poll. A task starts on the first free slot whose GPUs (and
-        sweep slot) it can lock (:func:`ccpo_lab.launch.gpulock.try_lock`), and its job
+        sweep slot) it can lock (:func:`ccpo_lab.runs.gpulock.try_lock`), and its job
         inherits the locks; while other runs hold them all (another sweep's, or this
         sweep's from an earlier pool), the queue waits.
         """

@@ -90,7 +90,7 @@ def _from(p: PlannedRun, step: int | None) -> str:
     """Where the run in ``p``'s directory will start, as its backend finds its
     checkpoints now: ``resumes from its checkpoint at step 10``, ``no checkpoint left:
     restarts from step 0``."""
-    from ccpo_lab.backends import resume_step
+    from ccpo_lab.config.backends import resume_step
 
     assert p.run_dir is not None
     at = resume_step(p.run, p.run_dir)

@@ -371,6 +371,19 @@ class EvalJobDir(RunDir):
         return self.partial / key / f"repeat-{repeat:04d}.json"
 
 
+EVAL_JOB_MODULE = "ccpo_lab.evaluation.job"
+"""The module executing an evaluation job's directory (``run_eval_job``,
+``serve_eval_job``): named here, imported by :func:`eval_job_module` when the generic job
+(:mod:`ccpo_lab.runs.execute`) meets such a directory (``evaluation`` sits above ``runs``)."""
+
+
+def eval_job_module() -> Any:
+    """:data:`EVAL_JOB_MODULE`, imported now."""
+    import importlib
+
+    return importlib.import_module(EVAL_JOB_MODULE)
+
+
 def is_eval_job(path: str | Path) -> bool:
     """Whether ``path`` is an evaluation job's directory (it holds a ``request.json``)."""
     p = Path(path)

@@ -34,6 +34,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ccpo_lab.config.backends import backend_runner
 from ccpo_lab.placement import Placement, this_host
 from ccpo_lab.runs.layout import RunDir, load_run_config
 from ccpo_lab.runs.owner import RunBusy, acquire, describe_exit, try_acquire
@@ -143,12 +144,11 @@ def execute_run(run_dir: str | Path, placement: Placement | None = None, *,
 def _start_attempt(rd: RunDir, where: Placement) -> bool:
     """Record the attempt's start and devices (:mod:`ccpo_lab.runs.cost`); False when the
     run's configuration cannot be read (then ``_train`` fails, saying why)."""
-    from ccpo_lab.backends import backend_module
     from ccpo_lab.runs.cost import start_attempt
 
     try:
         run = load_run_config(rd)
-        needs = backend_module(run.backend.kind).needs(run)
+        needs = backend_runner(run.backend.kind).needs(run)
     except Exception:  # noqa: BLE001 - reported by _train, which reads the same files
         return False
     with contextlib.suppress(OSError):
@@ -170,16 +170,13 @@ def _train(rd: RunDir, where: Placement) -> dict[str, Any]:
     evaluation job's directory (``ccpo-lab evaluate``), the job."""
     import inspect
 
-    from ccpo_lab.backends import backend_module
-    from ccpo_lab.runs.evals import is_eval_job
+    from ccpo_lab.runs.evals import eval_job_module, is_eval_job
 
     if is_eval_job(rd.path):
-        from ccpo_lab.evaluation.job import run_eval_job
-
-        return run_eval_job(rd.path, where)
+        return dict(eval_job_module().run_eval_job(rd.path, where))
 
     run = load_run_config(rd)
-    train = backend_module(run.backend.kind).train
+    train = backend_runner(run.backend.kind).train
     label = f"{run.arm} seed {run.seed}"
     print(f"{label}: {_start_line(run, rd)}", flush=True)
     if "progress" in inspect.signature(train).parameters and not sys.stdout.isatty():
@@ -190,9 +187,7 @@ def _train(rd: RunDir, where: Placement) -> dict[str, Any]:
 def _start_line(run: Any, rd: RunDir) -> str:
     """Where this attempt starts, said before it does: from the checkpoint its backend
     finds, or from step 0 (saying so when an earlier attempt had gone further)."""
-    from ccpo_lab.backends import resume_step
-
-    at = resume_step(run, rd)
+    at = backend_runner(run.backend.kind).resume_step(rd)
     if at is not None:
         return f"resuming from its checkpoint at step {at}"
     reached = int(rd.read_state().get("step") or 0)
@@ -230,16 +225,13 @@ class ProgressLines:
 def serve_run(run_dir: str | Path, placement: Placement) -> dict[str, Any]:
     """A task other than rank 0 of a multi-node run: the backend's ``worker(run, rd,
     placement)`` when it has one. Only rank 0 writes the run's state."""
-    from ccpo_lab.backends import backend_module
-    from ccpo_lab.runs.evals import is_eval_job
+    from ccpo_lab.runs.evals import eval_job_module, is_eval_job
 
     if is_eval_job(run_dir):
-        from ccpo_lab.evaluation.job import serve_eval_job
-
-        return serve_eval_job(run_dir, placement)
+        return dict(eval_job_module().serve_eval_job(run_dir, placement))
     rd = RunDir(Path(run_dir))
     run = load_run_config(rd)
-    worker = getattr(backend_module(run.backend.kind), "worker", None)
+    worker = getattr(backend_runner(run.backend.kind), "worker", None)
     if worker is None:
         return {"rank": placement.rank}
     return dict(worker(run, rd, placement) or {})
@@ -253,11 +245,11 @@ def supervise(run_dir: str | Path, placement: Placement) -> dict[str, Any]:
     without recording an outcome, it is recorded here: ``interrupted`` with the signal
     that killed it, ``failed`` with its exit code. If only this process dies, the child
     goes on and finishes the run. The locks this process inherited from its pool (a GPU
-    slice, a sweep slot: :mod:`ccpo_lab.launch.gpulock`) are handed to the child too, so
+    slice, a sweep slot: :mod:`ccpo_lab.runs.gpulock`) are handed to the child too, so
     they last as long as the run. Returns the run's summary; raises ``RuntimeError``
     when the run did not complete (its outcome is in ``state.json``).
     """
-    from ccpo_lab.launch.gpulock import inherited_lock_fds, lock_fds_env
+    from ccpo_lab.runs.gpulock import inherited_lock_fds, lock_fds_env
 
     rd = RunDir(Path(run_dir))
     cmd = [sys.executable, "-m", "ccpo_lab.runs.execute", str(rd.path),
@@ -320,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     Exit codes: 0 completed (or already), 1 failed, 130 cancelled (SIGINT), 128+N stopped
     by signal N (SIGTERM, SIGHUP), :data:`BUSY_EXIT` another process executes the run.
     """
-    from ccpo_lab.launch.gpulock import keep_inherited_locks
+    from ccpo_lab.runs.gpulock import keep_inherited_locks
 
     keep_inherited_locks()  # held until this process exits; passed to none of its children
     args = sys.argv[1:] if argv is None else argv

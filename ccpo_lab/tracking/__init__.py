@@ -6,6 +6,6 @@ down loses nothing (sync again later); ``sync --watch`` does so while the runs g
 (:mod:`ccpo_lab.tracking.live`). See :mod:`ccpo_lab.tracking.mlflow_sync`; MLflow itself is
 imported only when a sync runs. Weights & Biases, when a sweep turns it on
 (``tracking.wandb``), is logged to by the runs themselves and by ``sync --wandb``
-(:mod:`ccpo_lab.tracking.wandb_run`, :mod:`ccpo_lab.tracking.wandb_sync`); ``wandb`` is
+(:mod:`ccpo_lab.runs.wandb_run`, :mod:`ccpo_lab.tracking.wandb_sync`); ``wandb`` is
 imported only by them.
 """

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ccpo_lab.report.settings import ReportSettings
     from ccpo_lab.runs.cost import RunCost
-    from ccpo_lab.runs.layout import FoundRun
+    from ccpo_lab.runs.layout import FoundRun, RunDir
 
 WINDOW_MEAN = "summary/window_mean"
 """The number to read for a run: its mean held-out value over the converged window."""
@@ -78,4 +78,23 @@ def defined(values: Mapping[str, Any]) -> dict[str, float]:
         f = float(v)
         if math.isfinite(f):
             out[k] = f
+    return out
+
+
+def final_summary(rd: RunDir) -> dict[str, float]:
+    """A run's ``summary/*`` and ``cost/*`` (this module) for its W&B
+    summary at the end of its training (its attempt counted to now), with the sweep's
+    analysis settings (``summary/*`` left out when they cannot be computed)."""
+    import time
+
+    from ccpo_lab.runs.cost import read_cost
+    from ccpo_lab.runs.layout import FoundRun  # noqa: F811 (at run time)
+    from ccpo_lab.runs.sweep_runs import read_sweep_config
+
+    manifest = read_sweep_config(rd.path.parent.parent)
+    arms = [a for a in manifest.get("arms") or [] if isinstance(a, str)] or [rd.arm]
+    settings = summary_settings(manifest, arms)
+    out = cost_values(read_cost(rd, now=time.time()))  # the run's attempt goes on: to now
+    if settings is not None and rd.seed is not None:
+        out.update(summary_values(FoundRun(rd.arm, rd.seed, rd.path, rd.suffix), settings))
     return out

@@ -1,14 +1,14 @@
 """``ccpo-lab sync --wandb``: a finished, running or imported sweep into Weights & Biases.
 
 Every run directory becomes (or continues) its W&B run, under the identity its training
-used (:func:`ccpo_lab.tracking.wandb_run.identity`: same id, group, job type, name and
+used (:func:`ccpo_lab.runs.wandb_run.identity`: same id, group, job type, name and
 config), so a run that logged live is continued, not copied. What W&B already holds is
 not sent again:
 
 * ``online``: W&B says where the run stands (``wandb.init(resume="allow")`` returns its
   ``starting_step``); only rows from there are logged;
 * ``offline``: the run's offline directories (``<run>/wandb/offline-run-*-<id>``) are read
-  with W&B's own reader (:func:`ccpo_lab.tracking.wandb_run.inspect`): rows after their
+  with W&B's own reader (:func:`ccpo_lab.runs.wandb_run.inspect`): rows after their
   last step are written to a new offline directory of the same id (``wandb sync`` uploads
   them in order).
 
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ccpo_lab.runs.layout import FoundRun, RunDir, SweepDir
 from ccpo_lab.runs.sweep_runs import check_sweep_dir, read_sweep_config
-from ccpo_lab.tracking.wandb_run import (
+from ccpo_lab.runs.wandb_run import (
     WandbIdentity,
     WandbSettings,
     clean,

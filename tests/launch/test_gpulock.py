@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from ccpo_lab.launch.gpulock import try_lock
+from ccpo_lab.runs.gpulock import try_lock
 
 
 def test_a_held_gpu_refuses_every_slice_that_contains_it(tmp_path: Path) -> None:
@@ -28,7 +28,7 @@ def test_a_held_gpu_refuses_every_slice_that_contains_it(tmp_path: Path) -> None
 
 def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path) -> None:
     code = ("import sys, time; from pathlib import Path; "
-            "from ccpo_lab.launch.gpulock import try_lock; "
+            "from ccpo_lab.runs.gpulock import try_lock; "
             "lk = try_lock((3,), Path(sys.argv[1])); print(lk is not None, flush=True); "
             "time.sleep(60)")
     proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)],
@@ -55,11 +55,11 @@ def test_a_runs_process_holds_its_inherited_locks_but_hands_them_to_no_program(
     GPU after the run ends."""
     import os
 
-    from ccpo_lab.launch.gpulock import LOCK_FDS_ENV, keep_inherited_locks, lock_fds_env
+    from ccpo_lab.runs.gpulock import LOCK_FDS_ENV, keep_inherited_locks, lock_fds_env
 
     lock = try_lock((5,), tmp_path)
     assert lock is not None
-    code = ("import os, subprocess, sys; from ccpo_lab.launch.gpulock import "
+    code = ("import os, subprocess, sys; from ccpo_lab.runs.gpulock import "
             "keep_inherited_locks; fds = keep_inherited_locks(); "
             "print(fds, [os.get_inheritable(f) for f in fds], os.environ.get("
             f"{LOCK_FDS_ENV!r}), flush=True)")

@@ -113,7 +113,7 @@ def test_a_slice_held_by_another_sweep_waits(tmp_path: Path) -> None:
     import functools
     import threading
 
-    from ccpo_lab.launch.gpulock import try_lock
+    from ccpo_lab.runs.gpulock import try_lock
 
     other = try_lock((0,))              # another sweep's pool runs on GPU 0
     assert other is not None

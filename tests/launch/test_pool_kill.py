@@ -19,9 +19,9 @@ import pytest
 
 from ccpo_lab.cli.main import main
 from ccpo_lab.launch.cancel import cancel_runs
-from ccpo_lab.launch.gpulock import try_lock
 from ccpo_lab.launch.pool import pool_alive
 from ccpo_lab.launch.slots import NUM_GPUS_ENV
+from ccpo_lab.runs.gpulock import try_lock
 from ccpo_lab.runs.layout import RunDir, SweepDir
 from ccpo_lab.runs.owner import current_owner
 from tests.conftest import wait_until

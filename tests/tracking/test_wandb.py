@@ -1,7 +1,7 @@
 """Weights & Biases beside MLflow (issue 26): ids, names, settings, and runs read back.
 
 W&B runs in offline mode here (no network): the runs are read back with W&B's own
-transaction-log reader (``wandb leet inspect``, :func:`ccpo_lab.tracking.wandb_run.inspect`),
+transaction-log reader (``wandb leet inspect``, :func:`ccpo_lab.runs.wandb_run.inspect`),
 never by grepping its files. The slow tests train real CPU-backend runs, run verl-agent's
 own ``Tracking`` (the pinned checkout) with ccpo-lab's hooks, and sync a sweep.
 """
@@ -22,7 +22,7 @@ from ccpo_lab.config.sweep import load_sweep
 from ccpo_lab.errors import UserError
 from ccpo_lab.runs.layout import RunDir
 from ccpo_lab.runs.metrics import read_metrics
-from ccpo_lab.tracking.wandb_run import (
+from ccpo_lab.runs.wandb_run import (
     WandbSettings,
     clean,
     identity,

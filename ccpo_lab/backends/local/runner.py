@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from ccpo_lab.config.schema import RunConfig
     from ccpo_lab.placement import Needs, Placement
     from ccpo_lab.runs.layout import RunDir
-    from ccpo_lab.tracking.wandb_run import LiveRun
+    from ccpo_lab.runs.wandb_run import LiveRun
 
 Progress = Callable[[int, int, "float | None"], None]
 """``progress(step, total_steps, last held-out success)``."""
@@ -134,12 +134,12 @@ def train(run: RunConfig, rd: RunDir, placement: Placement | None = None,
 
     ``placement``: where the launcher put it (one CPU task; nothing in it changes results).
     When the sweep logs to Weights & Biases (``tracking.wandb``), every metrics row goes to
-    the run's W&B run too (:class:`ccpo_lab.tracking.wandb_run.LiveRun`), closed with the
+    the run's W&B run too (:class:`ccpo_lab.runs.wandb_run.LiveRun`), closed with the
     run's summary.
 
     Returns a summary (final held-out success, steps, wall time, throughput).
     """
-    from ccpo_lab.tracking.wandb_run import final_summary, open_live_run
+    from ccpo_lab.runs.wandb_run import final_summary, open_live_run
 
     live = open_live_run(run, rd)
     try:

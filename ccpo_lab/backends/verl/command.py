@@ -11,7 +11,7 @@ values of the run's protocol, model and layout, then what ccpo-lab adds:
   overlap: :mod:`ccpo_lab.backends.verl.agent.seeds`), placeholder data files,
   checkpoints and resume in the run directory, and the file logger writing the run's
   ``metrics.jsonl`` (verl's ``wandb`` logger beside it when the sweep's ``tracking.wandb``
-  is on: :func:`ccpo_lab.tracking.wandb_run.verl_logging`).
+  is on: :func:`ccpo_lab.runs.wandb_run.verl_logging`).
   ``actor_rollout_ref.rollout.seed`` is never set: verl-agent's vLLM rollout would copy it
   into every request's sampling parameters, so the rollouts of a group would be identical;
   the hooks seed vLLM's engine and each request instead;
@@ -262,9 +262,9 @@ def build_command(run: RunConfig, run_dir: Path, *, resume: bool = False,
 
 def _wandb_logging(run: RunConfig, rd: Path) -> Any:
     """verl's loggers, W&B's project and ``WANDB_*`` variables from the sweep's
-    ``tracking.wandb`` (:func:`ccpo_lab.tracking.wandb_run.verl_logging`; off: the file
+    ``tracking.wandb`` (:func:`ccpo_lab.runs.wandb_run.verl_logging`; off: the file
     logger and the console alone, no variable)."""
-    from ccpo_lab.tracking.wandb_run import verl_logging
+    from ccpo_lab.runs.wandb_run import verl_logging
 
     return verl_logging(run, rd)
 

@@ -626,8 +626,6 @@ def patch_tracking(mod: Any) -> None:
             self.logger["file"] = RunFileLogger()
             STATE.defer_saves = True
         if "wandb" in self.logger:  # ccpo-lab's run configuration beside verl's
-            from ccpo_lab.tracking.wandb_run import verl_run_config
-
             self.logger["wandb"].config.update(verl_run_config(), allow_val_change=True)
 
     @functools.wraps(orig_log)
@@ -716,3 +714,19 @@ def patch_core_algos(mod: Any) -> None:
     from ccpo_lab.backends.verl.agent import advantage as adapter
 
     adapter.register_verl_estimators()
+
+
+def verl_run_config() -> dict[str, Any]:
+    """For the hooks: ``{"ccpo_lab": <config.yaml>}`` of the run the process trains
+    (``CCPO_LAB_RUN_DIR``), added to verl's W&B config ({} outside a run)."""
+    import os
+    import pathlib
+
+    from ccpo_lab.backends.verl.agent.env import ENV_RUN_DIR
+    from ccpo_lab.runs.layout import RunDir
+    from ccpo_lab.runs.wandb_run import run_config
+
+    where = os.environ.get(ENV_RUN_DIR)
+    if not where:
+        return {}
+    return {"ccpo_lab": run_config(RunDir(pathlib.Path(where)))}

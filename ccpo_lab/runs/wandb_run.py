@@ -18,7 +18,8 @@ Where it logs from:
   variables it reads (:func:`wandb_env`: ``WANDB_RUN_ID``, ``WANDB_RESUME=allow``,
   ``WANDB_RUN_GROUP``, ``WANDB_JOB_TYPE``, ``WANDB_TAGS``, ``WANDB_MODE``, ``WANDB_ENTITY``,
   ``WANDB_DIR``), set for the trainer and every Ray worker (:func:`verl_logging`), and the
-  hooks add ccpo-lab's configuration under ``ccpo_lab`` (:func:`verl_run_config`);
+  hooks add ccpo-lab's configuration under ``ccpo_lab``
+  (:func:`ccpo_lab.backends.verl.agent.patches.verl_run_config`);
 * **CPU backend**: :class:`LiveRun`, from the training loop, one ``log`` per metrics row.
 
 Offline runs are written in the run directory (``<run>/wandb/offline-run-*-<id>/``);
@@ -33,7 +34,6 @@ import hashlib
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,19 +186,6 @@ def verl_logging(run: RunConfig, run_dir: Path) -> VerlLogging:
                        settings.project)
 
 
-def verl_run_config() -> dict[str, Any]:
-    """For the hooks: ``{"ccpo_lab": <config.yaml>}`` of the run the process trains
-    (``CCPO_LAB_RUN_DIR``), added to verl's W&B config ({} outside a run)."""
-    import os
-
-    from ccpo_lab.backends.verl.agent.env import ENV_RUN_DIR
-
-    where = os.environ.get(ENV_RUN_DIR)
-    if not where:
-        return {}
-    return {"ccpo_lab": run_config(RunDir(Path(where)))}
-
-
 def clean(data: Mapping[str, Any]) -> dict[str, float]:
     """The values of a metrics row W&B can chart: finite numbers (booleans as 0/1)."""
     import math
@@ -279,6 +266,21 @@ def init_run(rd: RunDir, settings: WandbSettings, ident: WandbIdentity,
                       settings=wandb.Settings(quiet=True))
 
 
+FINAL_SUMMARY = "ccpo_lab.tracking.summary:final_summary"
+"""The function giving a run's W&B summary at the end of its training (``summary/*``,
+``cost/*``): the report's analysis of the run, so it is named here and imported when the
+run closes (``tracking`` and ``report`` sit above the backends that close a live run)."""
+
+
+def final_summary(rd: RunDir) -> dict[str, float]:
+    """:data:`FINAL_SUMMARY` of ``rd``, imported now."""
+    import importlib
+
+    module, _, name = FINAL_SUMMARY.partition(":")
+    out: dict[str, float] = getattr(importlib.import_module(module), name)(rd)
+    return out
+
+
 def open_live_run(run: RunConfig, rd: RunDir) -> LiveRun | None:
     """The W&B run of ``run`` when its sweep logs to W&B (None when off, or when it cannot
     be opened: said on standard error and in ``run.json``)."""
@@ -298,24 +300,6 @@ def open_live_run(run: RunConfig, rd: RunDir) -> LiveRun | None:
         return None
     _record(rd, settings, ident, url=getattr(wb, "url", None))
     return LiveRun(rd, settings, ident, wb)
-
-
-def final_summary(rd: RunDir) -> dict[str, float]:
-    """A run's ``summary/*`` and ``cost/*`` (:mod:`ccpo_lab.tracking.summary`) for its W&B
-    summary at the end of its training (its attempt counted to now), with the sweep's
-    analysis settings (``summary/*`` left out when they cannot be computed)."""
-    from ccpo_lab.runs.cost import read_cost
-    from ccpo_lab.runs.layout import FoundRun
-    from ccpo_lab.runs.sweep_runs import read_sweep_config
-    from ccpo_lab.tracking.summary import cost_values, summary_settings, summary_values
-
-    manifest = read_sweep_config(rd.path.parent.parent)
-    arms = [a for a in manifest.get("arms") or [] if isinstance(a, str)] or [rd.arm]
-    settings = summary_settings(manifest, arms)
-    out = cost_values(read_cost(rd, now=time.time()))  # the run's attempt goes on: to now
-    if settings is not None and rd.seed is not None:
-        out.update(summary_values(FoundRun(rd.arm, rd.seed, rd.path, rd.suffix), settings))
-    return out
 
 
 def _record(rd: RunDir, settings: WandbSettings, ident: WandbIdentity, **fields: Any) -> None:
