@@ -12,8 +12,11 @@ from ccpo_lab.config.analysis import setting_help
 if TYPE_CHECKING:
     from ccpo_lab.report.analysis import Report
 
-FORMAT_HELP = ("md | csv | latex | json (json: the machine-readable document alone on stdout). "
-               "Default md; with --out, nothing but the closing note unless given.")
+FORMAT_NAMES = ("md", "csv", "latex", "json")
+"""``--format``'s choices as its help lists them (:data:`ccpo_lab.report.output.FORMATS`,
+which a test holds equal: the report package is imported only when a report is made)."""
+FORMAT_HELP = (f"{' | '.join(FORMAT_NAMES)} (json: the machine-readable document alone on "
+               "stdout). Default md; with --out, nothing but the closing note unless given.")
 
 
 def register(app: typer.Typer) -> None:
