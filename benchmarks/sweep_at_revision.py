@@ -12,12 +12,17 @@ fresh results folder: ``ccpo-lab sweep SWEEP --wait``, ``ccpo-lab verify`` and
 fresh clone. Prints the wall time of each command and their total, with the load average
 before and after, then the ratio of each total to the first revision's, and whether every
 run's ``metrics.jsonl`` is byte-identical across the revisions (an exact speed-up leaves
-them so). Never run it while other heavy jobs share the machine.
+them so) and, where the bytes differ, whether the training metrics are: every row's step and
+every value but the machine's measurements (``timing_s/``, ``perf/``:
+``ccpo_lab.runs.cost.MEASURED_PREFIXES``, logged since issue 26, so a revision before it
+and one after never agree byte for byte). Never run it while other heavy jobs share the
+machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -25,6 +30,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from ccpo_lab.runs.cost import MEASURED_PREFIXES
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -55,6 +62,27 @@ def _run(label: str, cmd: list[str], tree: Path) -> float:
         raise SystemExit(f"{label} failed with exit code {proc.returncode}")
     print(f"  {label}: {secs:.1f} s", flush=True)
     return secs
+
+
+def _training(text: bytes) -> list[tuple[int, dict[str, object]]]:
+    """A ``metrics.jsonl``'s rows without the machine's measurements (timings, memory)."""
+    rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    return [(r["step"], {k: v for k, v in r["data"].items()
+                         if not k.startswith(MEASURED_PREFIXES)}) for r in rows]
+
+
+def _compare(metrics: list[dict[str, bytes]]) -> None:
+    """Print which runs' metrics agree across the revisions, byte for byte and apart from
+    the machine's measurements."""
+    runs = sorted(set().union(*metrics))
+    same = [r for r in runs if all(m.get(r) == metrics[0].get(r) for m in metrics)]
+    print(f"metrics.jsonl byte-identical across the revisions: {len(same)}/{len(runs)} runs")
+    equal = [r for r in runs if all(r in m for m in metrics) and all(
+        _training(m[r]) == _training(metrics[0][r]) for m in metrics)]
+    print(f"training metrics identical (every step and value but {', '.join(MEASURED_PREFIXES)}): "
+          f"{len(equal)}/{len(runs)} runs" + ("" if len(equal) == len(runs) else
+                                              "; differ: " + ", ".join(
+                                                  r for r in runs if r not in equal)))
 
 
 def _sweep_name(tree: Path, sweep: str) -> str:
@@ -101,11 +129,7 @@ def main() -> None:
     for rev, total in zip(args.revisions[1:], totals[1:], strict=True):
         print(f"{rev} / {args.revisions[0]} wall time: {total / totals[0]:.2f}")
     if len(metrics) > 1:
-        runs = sorted(set().union(*metrics))
-        same = [r for r in runs if all(m.get(r) == metrics[0].get(r) for m in metrics)]
-        print(f"metrics.jsonl byte-identical across the revisions: {len(same)}/{len(runs)} runs"
-              + ("" if len(same) == len(runs) else
-                 "; differ: " + ", ".join(r for r in runs if r not in same)))
+        _compare(metrics)
 
 
 if __name__ == "__main__":

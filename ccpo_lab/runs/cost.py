@@ -58,9 +58,10 @@ THROUGHPUT: tuple[tuple[str, str], ...] = (
     ("perf/env_steps_per_s", "env steps/s"),
 )
 """Throughput metrics and their units, the first one logged is used (mean over steps)."""
-MEASURED_PREFIXES: tuple[str, ...] = ("timing_s/", "perf/")
+MEASURED_PREFIXES: tuple[str, ...] = ("timing_s/", "timing_per_token_ms/", "perf/")
 """Metrics that measure the machine, not the training: two runs of one identity (or a run
-and its resumed copy) differ in them and in nothing else."""
+and its resumed copy) differ in them and in nothing else (verl logs all three kinds; the
+CPU backend ``timing_s/`` and ``perf/``)."""
 COST_METRICS: tuple[str, ...] = (*(k for ks in PHASES.values() for k in ks),
                                  *(k for k, _ in PEAK_MEMORY), *(k for k, _ in THROUGHPUT))
 """Every metric :func:`read_cost` reads."""

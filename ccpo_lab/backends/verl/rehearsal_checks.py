@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-IGNORED_PREFIXES = ("timing_s/", "timing_per_token_ms/", "perf/")
-"""Metrics that measure the machine, not the run (left out of the resume comparison)."""
+from ccpo_lab.runs.cost import MEASURED_PREFIXES
+
 REQUIRED = ("actor/grad_norm", "actor/pg_loss", "critic/advantages/max",
             "critic/advantages/min", "episode/valid_action_ratio")
 """Metrics every training step must log (a non-finite value is never logged, so a missing
@@ -248,7 +248,7 @@ def check_verify(sweep_dir: Path, runs: Sequence[RunView]) -> Check:
 
 
 def _comparable(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in row.items() if not k.startswith(IGNORED_PREFIXES)}
+    return {k: v for k, v in row.items() if not k.startswith(MEASURED_PREFIXES)}
 
 
 def compare_runs(a: RunView, b: RunView, steps: int) -> str | None:
