@@ -30,13 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from ccpo_lab.adaptive.decide import pending_seeds
-from ccpo_lab.adaptive.state import Look
+from ccpo_lab.adaptive.state import AdaptiveState, Look
 from ccpo_lab.adaptive.store import DesignLock, DesignRecord, read_record, run_score, write_record
 from ccpo_lab.config.design import AdaptiveDesign
 from ccpo_lab.config.identity import diff, format_diff
 from ccpo_lab.config.sweep import Sweep
 from ccpo_lab.errors import UserError
+from ccpo_lab.launch.display import make_console, watch
 from ccpo_lab.launch.plan import launcher_for, plan_sweep
+from ccpo_lab.launch.registry import launcher_class
 from ccpo_lab.launch.status import RunStatus, collect_status
 from ccpo_lab.launch.submit import launch_sweep
 from ccpo_lab.runs.layout import RunDir, SweepDir
@@ -51,8 +53,6 @@ def start_record(sw: Sweep, design: AdaptiveDesign, sweep: SweepDir) -> DesignRe
         UserError: the sweep now asks for another design, or scores of another metric or
             window, than the one on disk (a design cannot change during a study).
     """
-    from ccpo_lab.adaptive.state import AdaptiveState
-
     an = sw.config.analysis
     fresh = DesignRecord(AdaptiveState(design), an.metric, an.window_start)
     held = read_record(sweep)
@@ -157,9 +157,6 @@ def _blocked(runs: _Runs) -> list[str]:
 
 def _wait(sw: Sweep, results: Path, runs: _Runs, console: Any) -> bool:
     """Wait until the assigned runs are finished; False on Ctrl-C."""
-    from ccpo_lab.launch.display import watch
-    from ccpo_lab.launch.registry import launcher_class
-
     dirs = [Path(r.path) for k, r in runs.rows.items() if not r.terminal]
     if not dirs:
         return True
@@ -179,8 +176,6 @@ def launch_adaptive(sw: Sweep, results: str | Path, *, new_run: bool = False,
     waits on a run that failed (relaunch with ``retry_failed``); 130 when Ctrl-C stops
     the wait (the runs go on; run the command again to continue).
     """
-    from ccpo_lab.launch.display import make_console
-
     design = sw.design
     if design is None:
         raise ValueError("launch_adaptive needs a sweep with analysis.adaptive.max_seeds")

@@ -36,7 +36,9 @@ from ccpo_lab.adaptive.state import AdaptiveState
 from ccpo_lab.config.analysis import RunScore
 from ccpo_lab.config.yamlio import atomic_write_text
 from ccpo_lab.errors import UserError
+from ccpo_lab.runs.files import read_small
 from ccpo_lab.runs.layout import RunDir, SweepDir
+from ccpo_lab.stats import window_summary
 
 __all__ = ["DesignLock", "DesignRecord", "read_record", "run_score", "write_record"]
 
@@ -106,8 +108,6 @@ def read_record(sweep: SweepDir) -> DesignRecord | None:
     Raises:
         UserError: the file exists but cannot be read back (named, never overwritten).
     """
-    from ccpo_lab.runs.files import read_small
-
     path = sweep.adaptive_state
     if not path.is_file() and not path.is_symlink():
         return None
@@ -132,7 +132,6 @@ def run_score(rd: RunDir, metric: str, window_start: int) -> float:
         UserError: the run's metrics file cannot be read (naming it).
     """
     from ccpo_lab.runs.metrics import MetricsScan, value_problem
-    from ccpo_lab.stats import window_summary
 
     pts = []
     scan = MetricsScan(rd.metrics, keep=1, root=rd.sweep_root)

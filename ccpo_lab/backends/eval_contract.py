@@ -26,6 +26,7 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from ccpo_lab.backends import backend_module
 from ccpo_lab.errors import UserError
 
 
@@ -76,8 +77,6 @@ class RepeatResult:
 
 def eval_backend(kind: str) -> Any:
     """The ``evaluate`` module of backend ``kind``; :class:`UserError` when it has none."""
-    from ccpo_lab.backends import backend_module
-
     backend_module(kind)  # an unknown kind raises there
     try:
         return importlib.import_module(f"ccpo_lab.backends.{kind}.evaluate")

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from ccpo_lab.errors import UserError
+
 if TYPE_CHECKING:
     from ccpo_lab.config.schema import ArmConfig
 
@@ -17,7 +19,6 @@ ArmsDir = typer.Option(None, "--arms-dir", help="Directory of arm files (default
 
 def _dir(arms_dir: Path | None) -> Path:
     from ccpo_lab.config.arms import default_arms_dir
-    from ccpo_lab.errors import UserError
 
     d = arms_dir or default_arms_dir()
     if not d.is_dir():

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from ccpo_lab.errors import UserError
+
 
 def register(app: typer.Typer) -> None:
     """Add the ``cancel`` command to ``app``."""
@@ -25,7 +27,6 @@ def cancel(
     A run executing on this host is sent SIGINT, then SIGKILL after --grace seconds, and
     cancel returns once it stopped; exit 1 when a run could not be stopped.
     """
-    from ccpo_lab.errors import UserError
     from ccpo_lab.launch.cancel import cancel_runs
 
     if not sweep_dir.is_dir():

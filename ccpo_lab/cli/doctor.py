@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from ccpo_lab.errors import UserError
+
 
 def register(app: typer.Typer) -> None:
     """Add the ``doctor`` command to ``app``."""
@@ -26,7 +28,6 @@ def doctor(
     backend, ALFWorld data and the model where the runs execute (from a Slurm login node:
     with --on-node, in a one-node job); exit 1 when something needs fixing."""
     from ccpo_lab.backends import doctor_kinds, doctor_module
-    from ccpo_lab.errors import UserError
 
     sweep = None
     kinds = doctor_kinds()

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from ccpo_lab.errors import UserError
+
 
 def register(app: typer.Typer) -> None:
     """Add the ``evaluate`` command to ``app``."""
@@ -45,7 +47,6 @@ def evaluate(
     a finished evaluation is never redone (its file evals/<key>.jsonl is kept), an
     interrupted job resumes at its next unfinished repeat.
     """
-    from ccpo_lab.errors import UserError
     from ccpo_lab.evaluation.launch import launch_evaluations
     from ccpo_lab.evaluation.spec import parse_request
 

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from ccpo_lab.errors import UserError
+
 if TYPE_CHECKING:
     from ccpo_lab.launch.status import RunStatus
 
@@ -33,7 +35,6 @@ def status(
     waits for a job. A failed run shows its exception and the tail of its stderr.
     """
 
-    from ccpo_lab.errors import UserError
     from ccpo_lab.launch.display import make_console, print_status
     from ccpo_lab.launch.display import watch as watch_loop
     from ccpo_lab.launch.status import collect_status

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from ccpo_lab.errors import UserError
+
 if TYPE_CHECKING:
     from ccpo_lab.config.sweep import Sweep
     from ccpo_lab.launch.plan import PlannedRun
@@ -126,7 +128,6 @@ def print_plan(sw: Sweep, results: Path, *, new_run: bool, retry_failed: bool = 
     from rich.console import Console
 
     from ccpo_lab.backends import describe
-    from ccpo_lab.errors import UserError
     from ccpo_lab.fitted import fitted
     from ccpo_lab.launch.plan import launcher_for, plan_sweep
     from ccpo_lab.launch.submit import decide, summary

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from ccpo_lab.errors import UserError
+
 
 def register(app: typer.Typer) -> None:
     """Add the ``sync`` command to ``app``."""
@@ -53,7 +55,6 @@ def sync(
     grouped by arm. --watch keeps it current while the runs go; --wandb pushes to Weights
     & Biases as well.
     """
-    from ccpo_lab.errors import UserError
     from ccpo_lab.tracking.store import http_defaults
 
     if wandb_mode is not None and wandb_mode not in ("online", "offline"):
@@ -78,7 +79,6 @@ def _once(sweep_dir: Path, uri: str | None, experiment: str | None, report_dir: 
           wandb: bool) -> bool:
     """One MLflow sync; False when it failed (said, nothing lost). With ``wandb``, a sweep
     whose MLflow tracking is off is not an error (W&B goes on)."""
-    from ccpo_lab.errors import UserError
     from ccpo_lab.tracking.mlflow_sync import sync_sweep
     from ccpo_lab.tracking.store import StoreUnreachable
 
@@ -149,7 +149,6 @@ def _watch(sweep_dir: Path, uri: str | None, experiment: str | None, every: floa
 def _wandb(sweep_dir: Path, mode: str | None, project: str | None, entity: str | None
            ) -> bool:
     """``--wandb``: push the sweep and its report's numbers to W&B; False when it failed."""
-    from ccpo_lab.errors import UserError
     from ccpo_lab.tracking.wandb_sync import sync_wandb
 
     report = None

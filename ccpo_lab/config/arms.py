@@ -151,6 +151,8 @@ def load_arm(name: str, arms_dir: Path | None = None, *, referrer: str | None = 
 
 def distinguishing_flags(arm: ArmConfig) -> dict[str, Any]:
     """Estimator parameters of ``arm`` that differ from their defaults."""
+    # imported on use (here and in load_arm): the estimator registry checks each
+    # implementation's module when imported (~40 ms)
     from ccpo_lab.estimators.spec import ESTIMATOR_PARAMS
 
     defaults = {p.name: p.default for p in ESTIMATOR_PARAMS[arm.estimator.name]}

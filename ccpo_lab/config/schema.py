@@ -13,9 +13,10 @@ from typing import Any
 
 from ccpo_lab.config.analysis import BOOTSTRAP_REPS_RANGE, AnalysisConfig  # noqa: F401 (re-exported)
 from ccpo_lab.config.backends import BACKENDS, backend_settings  # noqa: F401 (re-exported)
+from ccpo_lab.config.identity import identity_dict, run_id
 from ccpo_lab.config.launcher import LauncherSettings
 from ccpo_lab.config.protocol import ProtocolConfig
-from ccpo_lab.config.tracking import WandbConfig
+from ccpo_lab.config.tracking import WandbConfig, check_tracking
 
 
 def _settings_of(kind: str) -> Any:
@@ -71,8 +72,6 @@ class TrackingConfig:
 
     def validate(self, where: Any) -> None:
         """The checks the types cannot express (:func:`ccpo_lab.config.tracking.check_tracking`)."""
-        from ccpo_lab.config.tracking import check_tracking
-
         check_tracking(self.enabled, self.live, self.live_every, self.wandb, where)
 
 
@@ -133,6 +132,7 @@ class ArmConfig:
     @property
     def warnings(self) -> list[str]:
         """Lint warnings about the estimator configuration."""
+        # imported on use: the estimator registry checks each implementation's module (~40 ms)
         from ccpo_lab.estimators.spec import lint_params
 
         return lint_params(self.estimator.name, self.estimator.params)
@@ -158,15 +158,11 @@ class RunConfig:
     @property
     def identity(self) -> dict[str, Any]:
         """The result-relevant configuration, the input of :attr:`run_id`."""
-        from ccpo_lab.config.identity import identity_dict
-
         return identity_dict(self)
 
     @property
     def run_id(self) -> str:
         """sha256 of the canonical identity (hex)."""
-        from ccpo_lab.config.identity import run_id
-
         return run_id(self)
 
     @property

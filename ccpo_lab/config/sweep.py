@@ -103,6 +103,7 @@ def make_run(sweep: SweepConfig, arm: ArmConfig, seed: int) -> RunConfig:
     ``invalid_action_penalty``) take the run's protocol value: one source of truth for
     the estimator and the trainer command.
     """
+    # imported on use: the estimator registry checks each implementation's module (~40 ms)
     from ccpo_lab.estimators.spec import protocol_bound
 
     protocol = sweep.protocol

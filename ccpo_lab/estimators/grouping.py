@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ccpo_lab.estimators.errors import BatchError
+
 if TYPE_CHECKING:
     import torch
 
@@ -25,8 +27,6 @@ def factorize(values: Sequence[Any] | np.ndarray, name: str) -> tuple[np.ndarray
     sorted order of the unique values when they can be sorted (so they do not depend on
     row order). A missing value (``None``/NaN) raises :class:`BatchError` naming ``name``.
     """
-    from ccpo_lab.estimators.errors import BatchError
-
     arr = values if isinstance(values, np.ndarray) else np.asarray(list(values), dtype=object)
     if arr.ndim != 1:
         raise BatchError(f"expected a 1-d sequence, got shape {arr.shape}", key=name)

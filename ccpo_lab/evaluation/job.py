@@ -29,11 +29,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import ccpo_lab
 from ccpo_lab.backends.eval_contract import RepeatResult, eval_backend
 from ccpo_lab.config.yamlio import atomic_write_text
 from ccpo_lab.evaluation.spec import EvalTarget, target_from_json
 from ccpo_lab.placement import Placement
 from ccpo_lab.runs.evals import FORMAT, EvalJobDir, eval_path, evals_dir, write_eval_file
+from ccpo_lab.runs.layout import load_run_config
+from ccpo_lab.runs.provenance import now_iso
 
 
 @contextlib.contextmanager
@@ -82,9 +85,6 @@ def _say(job: EvalJobDir, text: str) -> None:
 def header(job: EvalJobDir, run: Any, target: EvalTarget, games: tuple[str, ...],
            checkpoint: str, infos: list[dict[str, Any]], wall: float) -> dict[str, Any]:
     """The first line of an evaluation file."""
-    import ccpo_lab
-    from ccpo_lab.runs.provenance import now_iso
-
     s = target.setting
     return {"eval": FORMAT, "key": target.key, "run_id": run.run_id, "sweep": run.sweep,
             "arm": run.arm, "seed": run.seed, "backend": run.backend.kind, "split": s.split,
@@ -148,8 +148,6 @@ def _check(target: EvalTarget, res: RepeatResult, first: RepeatResult | None, r:
 def run_eval_job(path: str | Path, placement: Placement) -> dict[str, Any]:
     """Execute the evaluation job in ``path`` (task 0, holding its lock); return a summary:
     what happened to each key and the wall time."""
-    from ccpo_lab.runs.layout import load_run_config
-
     job = EvalJobDir(Path(path))
     request = job.read_request()
     run = load_run_config(job.run_dir)
@@ -170,8 +168,6 @@ def run_eval_job(path: str | Path, placement: Placement) -> dict[str, Any]:
 def serve_eval_job(path: str | Path, placement: Placement) -> dict[str, Any]:
     """A task other than rank 0 of a multi-node job: the backend's ``worker`` for each
     evaluation of the job, when it has one."""
-    from ccpo_lab.runs.layout import load_run_config
-
     job = EvalJobDir(Path(path))
     run = load_run_config(job.run_dir)
     worker = getattr(eval_backend(run.backend.kind), "worker", None)

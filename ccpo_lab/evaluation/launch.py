@@ -17,22 +17,26 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ccpo_lab.backends.eval_contract import eval_backend
+from ccpo_lab.config.backends import needs
 from ccpo_lab.config.yamlio import atomic_write_json
 from ccpo_lab.errors import UserError
 from ccpo_lab.evaluation.plan import JobPlan, RunEvals, decide, plan_evaluations, request_document
 from ccpo_lab.evaluation.spec import EvalRequest
-from ccpo_lab.launch.base import Launcher, parallel
-from ccpo_lab.runs.evals import EvalJobDir
+from ccpo_lab.evaluation.track import print_eval_status
+from ccpo_lab.launch.base import Launcher, Submission, parallel
+from ccpo_lab.launch.display import StatusMonitor, make_console
+from ccpo_lab.launch.registry import build_settings, make_launcher
+from ccpo_lab.runs.evals import EvalJobDir, eval_path
+from ccpo_lab.runs.execute import Stopped
 from ccpo_lab.runs.layout import SweepDir
+from ccpo_lab.runs.owner import RunBusy, acquire
 
 
 def eval_launcher(sweep_dir: Path, plans: Sequence[RunEvals], kind: str | None = None
                   ) -> Launcher:
     """The launcher of the sweep (``sweep.json``), or of ``kind`` with its defaults, for
     jobs that need what a run of the sweep needs."""
-    from ccpo_lab.config.backends import needs
-    from ccpo_lab.launch.registry import build_settings, make_launcher
-
     sd = SweepDir(sweep_dir)
     manifest = sd.read_manifest()
     where = lambda _k: str(sd.manifest)  # noqa: E731
@@ -56,8 +60,6 @@ def eval_launcher(sweep_dir: Path, plans: Sequence[RunEvals], kind: str | None =
 def _write_jobs(jobs: Sequence[JobPlan], console: Any) -> list[EvalJobDir]:
     """Write each job's ``request.json`` and mark it pending (under its lock: a job that a
     process started executing since the decision is left to it); the jobs to submit."""
-    from ccpo_lab.runs.owner import RunBusy, acquire
-
     def write(p: JobPlan) -> EvalJobDir | None:
         job = p.job
         assert job is not None
@@ -80,8 +82,6 @@ def _write_jobs(jobs: Sequence[JobPlan], console: Any) -> list[EvalJobDir]:
 
 def plan_lines(plans: Sequence[JobPlan], launcher: Launcher, dry_run: bool) -> list[str]:
     """What a launch does, per run and evaluation, and the command of the first job."""
-    from ccpo_lab.backends.eval_contract import eval_backend
-
     out = []
     shown = False
     for p in plans:
@@ -111,9 +111,6 @@ def launch_evaluations(sweep_dir: str | Path, request: EvalRequest, *, wait: boo
                        launcher_kind: str | None = None, console: Any = None) -> int:
     """Plan, write and submit the evaluation jobs; return the exit code (with ``wait``, or
     for jobs executed here: 0 when every evaluation asked for is done)."""
-    from ccpo_lab.launch.display import StatusMonitor, make_console
-    from ccpo_lab.runs.execute import Stopped
-
     console = console or make_console()
     root = Path(sweep_dir)
     runs, notes = plan_evaluations(root, request)
@@ -158,7 +155,6 @@ def launch_evaluations(sweep_dir: str | Path, request: EvalRequest, *, wait: boo
             say(f"nothing to submit; {len(busy)} job(s) compute the rest (follow: ccpo-lab "
                 f"status {root} --watch)")
             return 0
-        from ccpo_lab.launch.base import Submission
 
         # the base class's wait only watches (an inline launcher's would execute)
         Launcher.wait(launcher, Submission(runs=()),
@@ -169,9 +165,6 @@ def launch_evaluations(sweep_dir: str | Path, request: EvalRequest, *, wait: boo
 def _finish(root: Path, plans: Sequence[JobPlan], jobs: Sequence[EvalJobDir], console: Any
             ) -> int:
     """The jobs' status and the exit code: 0 when every evaluation asked for has its file."""
-    from ccpo_lab.evaluation.track import print_eval_status
-    from ccpo_lab.runs.evals import eval_path
-
     if jobs:
         print_eval_status(console, root, jobs)
     missing = [(p.evals.name, d.target.key) for p in plans for d in p.decisions

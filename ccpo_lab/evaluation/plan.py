@@ -22,8 +22,11 @@ from ccpo_lab.backends.eval_contract import Checkpoints, eval_backend
 from ccpo_lab.config.schema import RunConfig
 from ccpo_lab.errors import UserError
 from ccpo_lab.evaluation.spec import EvalRequest, EvalSetting, EvalTarget, canonical, target_json
+from ccpo_lab.launch.status import collect_status
 from ccpo_lab.runs.evals import EvalJobDir, eval_path, job_dir, job_dirs, read_eval_file
-from ccpo_lab.runs.layout import RunDir
+from ccpo_lab.runs.layout import RunDir, load_run_config
+from ccpo_lab.runs.provenance import now_iso
+from ccpo_lab.runs.sweep_runs import load_sweep_runs
 
 
 @dataclass(frozen=True)
@@ -91,9 +94,6 @@ def _runs(sweep_dir: Path, arm: str | None, seed: int | None
           ) -> tuple[list[tuple[RunConfig, RunDir]], list[str]]:
     """The selected runs (newest directory of each (arm, seed)) and notes on those left
     out; :class:`UserError` for an unknown arm or seed."""
-    from ccpo_lab.runs.layout import load_run_config
-    from ccpo_lab.runs.sweep_runs import load_sweep_runs
-
     found = load_sweep_runs(sweep_dir)
     keys = sorted(found.newest, key=lambda k: (found.arms.index(k[0]), k[1]))
     if arm is not None and arm not in {a for a, _ in keys}:
@@ -197,8 +197,6 @@ def job_id(targets: Sequence[EvalTarget]) -> str:
 
 def _live_jobs(sweep_dir: Path, rds: Sequence[RunDir]) -> dict[str, EvalJobDir]:
     """Key -> a live job (queued or executing) that computes it."""
-    from ccpo_lab.launch.status import collect_status
-
     jobs = [j for rd in rds for j in job_dirs(rd)]
     if not jobs:
         return {}
@@ -257,8 +255,6 @@ def _job_action(job: EvalJobDir, retry_failed: bool) -> tuple[str, str]:
 
 def request_document(p: JobPlan) -> dict[str, Any]:
     """``request.json`` of a job: the run, and per target its key, step, setting, draw."""
-    from ccpo_lab.runs.provenance import now_iso
-
     return {"run_id": p.evals.run.run_id, "arm": p.evals.run.arm, "seed": p.evals.run.seed,
             "created": now_iso(), "keys": [t.key for t in p.to_run],
             "targets": [target_json(t) for t in p.to_run]}

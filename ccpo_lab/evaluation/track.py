@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ccpo_lab.launch.cancel import cancel_rows
+from ccpo_lab.launch.display import print_status
 from ccpo_lab.launch.status import RunStatus, collect_status
 from ccpo_lab.runs.evals import EvalJobDir, job_dirs
 from ccpo_lab.runs.layout import SweepDir
@@ -45,8 +47,6 @@ def status_records(rows: Sequence[RunStatus]) -> list[dict[str, Any]]:
 def print_eval_status(console: Any, sweep_dir: str | Path,
                       jobs: Sequence[EvalJobDir] | None = None) -> list[RunStatus]:
     """Print the jobs' table and failure details (nothing when there is no job)."""
-    from ccpo_lab.launch.display import print_status
-
     rows = eval_status(sweep_dir, jobs)
     if rows:
         print_status(console, rows, f"{TITLE} of {Path(sweep_dir).name} (step: episodes "
@@ -58,8 +58,6 @@ def cancel_evaluations(sweep_dir: str | Path, *, arm: str | None = None,
                        seed: int | None = None, grace_s: float = 10.0
                        ) -> tuple[list[Any], list[str]]:
     """Cancel the unfinished evaluation jobs of the selected runs: (cancelled, problems)."""
-    from ccpo_lab.launch.cancel import cancel_rows
-
     rows = [r for r in eval_status(sweep_dir) if not r.terminal
             and (arm is None or r.arm == arm) and (seed is None or r.seed == seed)]
     return cancel_rows(rows, grace_s) if rows else ([], [])

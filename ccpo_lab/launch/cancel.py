@@ -23,6 +23,7 @@ from ccpo_lab.errors import UserError
 from ccpo_lab.launch.status import RunStatus, collect_status, tracker
 from ccpo_lab.runs.layout import RunDir
 from ccpo_lab.runs.owner import Owner, current_owner, try_acquire
+from ccpo_lab.runs.provenance import now_iso
 
 GRACE_S = 10.0
 """Seconds a run has to stop after SIGINT before it is killed (SIGKILL)."""
@@ -158,8 +159,6 @@ def cancel_rows(chosen: list[RunStatus], grace_s: float = GRACE_S
     """Cancel the unfinished runs of ``chosen`` (status rows of run or evaluation-job
     directories): withdraw them from their launchers, stop their executors here, mark them
     cancelled. Returns (cancelled, problems), as :func:`cancel_runs`."""
-    from ccpo_lab.runs.provenance import now_iso
-
     how: dict[Path, str] = {}
     problems: list[str] = []
     for kind in dict.fromkeys(r.launcher for r in chosen):

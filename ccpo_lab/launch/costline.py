@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ccpo_lab.launch.status import RunStatus
 from ccpo_lab.runs.cost import read_cost
 from ccpo_lab.runs.layout import RunDir
+from ccpo_lab.textout import fmt_hours
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,6 @@ def sweep_usage(rows: Sequence[RunStatus], now: float | None = None) -> SweepUsa
 def cost_line(rows: Sequence[RunStatus]) -> str | None:
     """``cost: 0.42 CPU-hours used (9 of 15 runs completed); about 0.71 projected for the
     sweep``; None when no run recorded a cost."""
-    from ccpo_lab.textout import fmt_hours
-
     u = sweep_usage(rows)
     if u is None:
         return None

@@ -20,6 +20,7 @@ from ccpo_lab.config.launchers.inline import InlineSettings
 from ccpo_lab.launch.base import TERMINAL, Launcher, Monitor, Reconciled, Submission, gone
 from ccpo_lab.launch.environment import INLINE
 from ccpo_lab.placement import Placement, this_host
+from ccpo_lab.runs.execute import stop_on
 from ccpo_lab.runs.layout import RunDir
 from ccpo_lab.runs.owner import current_owner
 
@@ -73,7 +74,6 @@ class InlineLauncher(Launcher):
         or :class:`~ccpo_lab.runs.execute.Stopped` (SIGHUP, SIGTERM: ``interrupted``).
         """
         from ccpo_lab.launch.job import RunJob
-        from ccpo_lab.runs.execute import stop_on
 
         runs = submission.runs
         busy: list[RunDir] = []

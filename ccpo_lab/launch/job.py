@@ -23,6 +23,8 @@ from typing import Any
 from submitit.helpers import Checkpointable, DelayedSubmission
 
 from ccpo_lab.placement import Placement, this_host
+from ccpo_lab.runs.execute import execute_run, serve_run, supervise
+from ccpo_lab.runs.owner import RunBusy
 
 PlacementFn = Callable[[], Placement]
 """A launcher's job environment (:class:`~ccpo_lab.launch.environment.JobEnvironment`) or
@@ -49,9 +51,6 @@ class RunJob(Checkpointable):
 
         A run another live process executes is left to it (``{"busy": ...}``).
         """
-        from ccpo_lab.runs.execute import execute_run, serve_run, supervise
-        from ccpo_lab.runs.owner import RunBusy
-
         self._requeueing = False
         where = getattr(self, "placement", this_host)()  # jobs pickled before placements
         if where.is_worker:

@@ -16,6 +16,7 @@ from ccpo_lab.config.identity import to_plain
 from ccpo_lab.config.schema import RunConfig
 from ccpo_lab.config.sweep import Sweep
 from ccpo_lab.runs.layout import RunDir, SweepDir
+from ccpo_lab.runs.provenance import now_iso
 
 
 def write_manifest(sw: Sweep, sweep_dir: Path,
@@ -24,8 +25,6 @@ def write_manifest(sw: Sweep, sweep_dir: Path,
 
     A manifest that would change only its ``updated`` time is not rewritten: a relaunch
     that changes nothing writes nothing (it works on a read-only results directory)."""
-    from ccpo_lab.runs.provenance import now_iso
-
     sd = SweepDir(Path(sweep_dir))
     old = sd.read_manifest()
     entries = {e["dir"]: e for e in old.get("runs", []) if isinstance(e, dict) and "dir" in e}

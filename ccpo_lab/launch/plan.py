@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ccpo_lab.config.backends import check_sweep, needs
 from ccpo_lab.config.schema import RunConfig
 from ccpo_lab.config.sweep import Sweep
 from ccpo_lab.errors import RunConflictError, UserError
@@ -12,6 +13,7 @@ from ccpo_lab.launch.base import Launcher
 from ccpo_lab.launch.registry import make_launcher
 from ccpo_lab.placement import Needs
 from ccpo_lab.runs.layout import RunDir, resolve_run_dir
+from ccpo_lab.runs.owner import current_owner
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,6 @@ def never_trained(rd: RunDir) -> str | None:
     ``--new-run`` (it failed before its first training step: no step, no checkpoint, no
     process executing it), or None when it may not."""
     from ccpo_lab.runs.metrics import MetricsFormatError, read_metrics
-    from ccpo_lab.runs.owner import current_owner
 
     st = rd.read_state()
     if st.get("state") != "failed" or int(st.get("step") or 0) > 0 or \
@@ -59,8 +60,6 @@ def never_trained(rd: RunDir) -> str | None:
 def sweep_needs(sweep: Sweep) -> Needs:
     """What each run of ``sweep`` needs (its backend says; one value per sweep, since a
     sweep's runs share one job array and one GPU layout)."""
-    from ccpo_lab.config.backends import needs
-
     found = {needs(run): f"{run.arm} seed {run.seed}" for run in sweep.runs}
     if len(found) > 1:
         (a, who_a), (b, who_b) = list(found.items())[:2]
@@ -80,8 +79,6 @@ def plan_sweep(sweep: Sweep, results: str | Path, *, new_run: bool = False) -> l
     over the whole sweep (:func:`ccpo_lab.config.backends.check_sweep`: a verl sweep's GPU layout,
     before any job is submitted) and the launcher's (:meth:`Launcher.check
     <ccpo_lab.launch.base.Launcher.check>`: can it give each run what it needs?)."""
-    from ccpo_lab.config.backends import check_sweep
-
     sweep_dir = sweep.sweep_dir(results)
     out = []
     for run in sweep.runs:

@@ -26,6 +26,7 @@ from ccpo_lab.launch.params import (
     check_cluster,
     chunks,
     max_array_size,
+    sbatch_text,
     slurm_parameters,
 )
 from ccpo_lab.placement import Placement
@@ -146,8 +147,6 @@ class SlurmLauncher(Launcher):
         ``#SBATCH`` header with ``--array=0-N%P``, and the command each task runs."""
         import shlex
         import sys
-
-        from ccpo_lab.launch.params import sbatch_text
 
         size = max_array_size()
         arrays = chunks(list(range(n_runs)), size)

@@ -23,13 +23,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ccpo_lab.config.backends import resume_step
 from ccpo_lab.config.identity import to_plain
 from ccpo_lab.config.sweep import Sweep
 from ccpo_lab.errors import UserError
 from ccpo_lab.launch.base import parallel
+from ccpo_lab.launch.display import StatusMonitor, make_console, print_status
+from ccpo_lab.launch.manifest import write_manifest
 from ccpo_lab.launch.plan import PlannedRun, launcher_for, plan_sweep
+from ccpo_lab.launch.status import collect_status
 from ccpo_lab.runs.execute import Stopped
 from ccpo_lab.runs.layout import RunDir, SweepDir, init_run_dir
+from ccpo_lab.runs.owner import RunBusy, acquire
 
 _OTHERS_POLL_S = 1.0
 """Seconds between looks at runs another live process executes (see :func:`_finish`)."""
@@ -55,8 +60,6 @@ class Decision:
 
 def decide(plan: list[PlannedRun], sweep_dir: Path, *, retry_failed: bool) -> list[Decision]:
     """Decide, for each planned run, whether it is submitted (reads files and scheduler)."""
-    from ccpo_lab.launch.status import collect_status
-
     existing = [p.run_dir for p in plan if p.status == "exists" and p.run_dir is not None]
     rows = {r.path: r for r in collect_status(sweep_dir, existing)} if existing else {}
     out = []
@@ -90,8 +93,6 @@ def _from(p: PlannedRun, step: int | None) -> str:
     """Where the run in ``p``'s directory will start, as its backend finds its
     checkpoints now: ``resumes from its checkpoint at step 10``, ``no checkpoint left:
     restarts from step 0``."""
-    from ccpo_lab.config.backends import resume_step
-
     assert p.run_dir is not None
     at = resume_step(p.run, p.run_dir)
     if at is not None:
@@ -118,8 +119,6 @@ def launch_sweep(sw: Sweep, results: str | Path, *, new_run: bool = False, wait:
     returned; with ``wait``, or when they execute here (``inline``), it returns 0 when
     every run is completed, else 1.
     """
-    from ccpo_lab.launch.display import StatusMonitor, make_console
-
     console = console or make_console()
     sweep_dir = sw.sweep_dir(results)
     plan = [p for p in plan_sweep(sw, results, new_run=new_run)
@@ -168,8 +167,6 @@ def _write(sw: Sweep, sweep_dir: Path, plan: list[PlannedRun], decisions: list[D
            console: Any) -> list[RunDir]:
     """Write what the decisions need (runs replaced set aside, new run directories, the
     manifest, resubmitted runs marked pending); return the runs to submit."""
-    from ccpo_lab.launch.manifest import write_manifest
-
     settings = to_plain(sw.config.launcher)
     for d in decisions:
         if d.planned.status == "replace" and d.planned.run_dir is not None:
@@ -185,8 +182,6 @@ def _write(sw: Sweep, sweep_dir: Path, plan: list[PlannedRun], decisions: list[D
 def _set_aside(sd: SweepDir, d: Decision, console: Any) -> None:
     """Move the directory a ``replace`` decision takes over to ``_replaced/`` (under its
     lock, so no executor starts it meanwhile), saying so."""
-    from ccpo_lab.runs.owner import RunBusy, acquire
-
     rd = d.planned.run_dir
     assert rd is not None
     try:
@@ -204,8 +199,6 @@ def _set_aside(sd: SweepDir, d: Decision, console: Any) -> None:
 def _claim(targets: list[RunDir], decisions: list[Decision], console: Any) -> list[RunDir]:
     """Mark the runs to resubmit ``pending`` under their ownership lock; drop those that
     a process started executing since the decision (it keeps them)."""
-    from ccpo_lab.runs.owner import RunBusy, acquire
-
     again = {d.planned.run_dir.path for d in decisions
              if d.action in ("resume", "restart", "retry") and d.planned.run_dir is not None}
 
@@ -258,9 +251,6 @@ def _finish(sweep_dir: Path, plan: list[PlannedRun], console: Any, title: str,
     :func:`_claim`) is waited for first, so the code says how it ended; runs
     skipped when planning because another process held them are not (exit 1 while they
     run)."""
-    from ccpo_lab.launch.display import print_status
-    from ccpo_lab.launch.status import collect_status
-
     run_dirs = [p.run_dir for p in plan if p.run_dir is not None]
     rows = collect_status(sweep_dir, run_dirs)
     mine = {str(rd.path) for rd in submitted}

@@ -23,6 +23,7 @@ from ccpo_lab.report.model import (
     Note,
 )
 from ccpo_lab.report.settings import ReportSettings
+from ccpo_lab.runs.layout import SweepDir
 
 
 def adaptive_section(sweep_dir: str | Path) -> AdaptiveSection | None:
@@ -33,7 +34,6 @@ def adaptive_section(sweep_dir: str | Path) -> AdaptiveSection | None:
             than show verdicts that ignore the design).
     """
     from ccpo_lab.adaptive.store import read_record
-    from ccpo_lab.runs.layout import SweepDir
 
     record = read_record(SweepDir(Path(sweep_dir)))
     if record is None:

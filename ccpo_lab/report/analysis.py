@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 
 from ccpo_lab.errors import UserError
+from ccpo_lab.report.adaptive import adaptive_section, apply_design
+from ccpo_lab.report.baselines import published_baselines
 from ccpo_lab.report.collect import (
     COLUMN_METRIC,
     TASK_COLUMNS,
@@ -27,6 +29,9 @@ from ccpo_lab.report.collect import (
     column_metrics,
     load_run,
 )
+from ccpo_lab.report.comparisons import comparison_rows
+from ccpo_lab.report.cost import add_cost
+from ccpo_lab.report.evaluation import evaluation_section
 from ccpo_lab.report.model import (
     ArmRow,
     Note,
@@ -43,6 +48,8 @@ from ccpo_lab.report.settings import (
     ReportSettings,
     resolve_settings,
 )
+from ccpo_lab.runs.layout import RunDir
+from ccpo_lab.runs.metrics import MetricsScan
 from ccpo_lab.runs.sweep_runs import load_sweep_runs
 
 _EMPTY: Series = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64))
@@ -190,8 +197,6 @@ def _rise(rows: Sequence[SeedRow], rate: bool) -> RiseRow:
 def _check_metric(runs: Mapping[tuple[str, int], RunData], metric: str) -> None:
     if any(metric in r.series for r in runs.values()):
         return
-    from ccpo_lab.runs.layout import RunDir
-    from ccpo_lab.runs.metrics import MetricsScan
 
     logged: set[str] = set()
     for r in list(runs.values())[:20]:  # enough to list what the sweep logs
@@ -210,8 +215,6 @@ _LINE = re.compile(r": line (\d+):")
 
 
 def _run_notes(runs: Mapping[tuple[str, int], RunData], s: ReportSettings) -> list[Note]:
-    from ccpo_lab.runs.layout import RunDir
-
     notes = []
     for r in runs.values():
         def run_note(text: str, file: str | None = None, line: int | None = None,
@@ -271,10 +274,6 @@ def build_report(sweep_dir: str | Path, options: Mapping[str, Any] | None = None
     Raises:
         UserError: no sweep directory, no runs, bad settings, or a metric no run logged.
     """
-    from ccpo_lab.report.adaptive import adaptive_section, apply_design
-    from ccpo_lab.report.baselines import published_baselines
-    from ccpo_lab.report.comparisons import comparison_rows
-    from ccpo_lab.report.cost import add_cost
     from ccpo_lab.stats import bootstrap_min_runs
 
     found = load_sweep_runs(sweep_dir)
@@ -297,7 +296,6 @@ def build_report(sweep_dir: str | Path, options: Mapping[str, Any] | None = None
     comparisons, design_notes = apply_design(comparison_rows(arm_rows, settings), design,
                                              settings)
     notes += design_notes
-    from ccpo_lab.report.evaluation import evaluation_section
 
     evaluation, eval_notes = evaluation_section(runs, arms, settings)
     notes += eval_notes

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ccpo_lab.backends import recorded_model
+from ccpo_lab.config.yamlio import safe_load_bounded
 from ccpo_lab.runs.files import MAX_LINE, Cut, RunFileError, open_file, read_small
 from ccpo_lab.runs.layout import FoundRun, RunDir
 from ccpo_lab.runs.metrics import (
@@ -155,8 +156,6 @@ def _top_level_blocks(text: str) -> dict[str, str]:
 
 @functools.lru_cache(maxsize=256)
 def _parse_block(block: str) -> dict[str, Any]:
-    from ccpo_lab.config.yamlio import safe_load_bounded
-
     doc = safe_load_bounded(block)
     return doc if isinstance(doc, dict) else {}
 

@@ -22,6 +22,7 @@ import numpy as np
 from ccpo_lab.report.model import ArmRow, ComparisonRow
 from ccpo_lab.report.numbers import NO_INTERVAL, Pair, interval, num, rng_for
 from ccpo_lab.report.settings import ReportSettings
+from ccpo_lab.runs.verify import step1_agreement
 
 N_MAX = 1000
 """Largest seed count searched by the seeds-needed estimate."""
@@ -81,7 +82,6 @@ def comparison_rows(arms: Sequence[ArmRow], s: ReportSettings) -> tuple[Comparis
     this adds P(X > Y) and its interval, step-1 identity, and the assumed-sd power figures
     of one-seed arms.
     """
-    from ccpo_lab.runs.verify import step1_agreement
     from ccpo_lab.stats import bootstrap_min_runs, compare_to_reference, seeds_needed, verdict
 
     by_name: Mapping[str, ArmRow] = {a.arm: a for a in arms}

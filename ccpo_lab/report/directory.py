@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ccpo_lab.errors import EnvironmentFailure, UserError, os_failure
+from ccpo_lab.runs.files import RunFileError, open_file
 
 MANIFEST = ".ccpo-lab-report.json"
 """The list of a complete report directory's files and sizes (written last)."""
@@ -222,8 +223,6 @@ def check_report_dir(path: str | Path, option: str = "--report") -> list[Path]:
 
 
 def _mismatches(p: Path, files: Iterable[tuple[str, object]]) -> list[str]:
-    from ccpo_lab.runs.files import RunFileError, open_file
-
     bad = []
     for name, size in files:
         if not isinstance(name, str) or "/" in name or name in ("", ".", ".."):

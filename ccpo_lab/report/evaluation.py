@@ -33,8 +33,10 @@ from typing import Any
 
 import numpy as np
 
+from ccpo_lab.report.evaluation_tables import evaluation_tables
 from ccpo_lab.report.model import INTERVAL, NESTED, Note
 from ccpo_lab.report.numbers import Pair, interval, num
+from ccpo_lab.runs.layout import RunDir
 
 LABEL_ORDER = {"final": 0, "best": 1}
 
@@ -198,8 +200,6 @@ class EvaluationSection:
 
     def tables(self, model: Any) -> list[Any]:
         """The section's tables (:mod:`ccpo_lab.report.evaluation_tables`)."""
-        from ccpo_lab.report.evaluation_tables import evaluation_tables
-
         return evaluation_tables(model, self)
 
 
@@ -242,7 +242,6 @@ def _labels(step: int, total: int | None, best: int | None) -> tuple[str, ...]:
 def _collect(runs: Mapping[tuple[str, int], Any], metric: str
              ) -> tuple[list[_Found], list[Note]]:
     from ccpo_lab.runs.evals import EvalFileError, eval_files, read_eval_file
-    from ccpo_lab.runs.layout import RunDir
 
     found: list[_Found] = []
     notes: list[Note] = []

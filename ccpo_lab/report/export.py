@@ -14,6 +14,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ccpo_lab.report.evaluation import EvalArmRow, EvalComparisonRow, SelectionRow, VarianceRow
 from ccpo_lab.report.model import (
     AdaptiveCostRow,
     AdaptiveLookRow,
@@ -118,13 +119,6 @@ def evaluation_csv(model: ReportModel) -> dict[str, str]:
     ``eval_comparisons`` (the group's ``split, checkpoint, games, repeats, temperature,
     draw_id``, then the row's fields), ``eval_variance`` (:class:`VarianceRow`, the window's
     rows included) and ``eval_selection`` (:class:`SelectionRow`)."""
-    from ccpo_lab.report.evaluation import (
-        EvalArmRow,
-        EvalComparisonRow,
-        SelectionRow,
-        VarianceRow,
-    )
-
     ev = model.evaluation
     if ev is None:
         return {}

@@ -13,9 +13,11 @@ from pathlib import Path
 from ccpo_lab.config.yamlio import atomic_write_text
 from ccpo_lab.errors import UserError
 from ccpo_lab.report.analysis import Report
+from ccpo_lab.report.directory import write_report_dir
 from ccpo_lab.report.export import csv_tables, to_csv, to_json
 from ccpo_lab.report.latex import latex_document, to_latex
 from ccpo_lab.report.model import ReportModel
+from ccpo_lab.report.plots import FIGURES, write_figures
 from ccpo_lab.report.tables import to_markdown
 
 Listed = Sequence[tuple[str, str]]
@@ -64,8 +66,6 @@ def render(model: ReportModel, fmt: str) -> str:
 
 def figure_list() -> list[tuple[str, str]]:
     """``(files, what it shows)`` of every figure, for notes and report.md."""
-    from ccpo_lab.report.plots import FIGURES
-
     return [(f"{f.stem}.png / {f.stem}.pdf", f.what) for f in FIGURES]
 
 
@@ -80,15 +80,12 @@ def write_all(report: Report, out_dir: str | Path, plots: bool = True) -> list[P
     ``per_seed.csv``, and each figure of :data:`ccpo_lab.report.plots.FIGURES` as ``.png``
     (300 dpi) and ``.pdf``. Returns their paths.
     """
-    from ccpo_lab.report.directory import write_report_dir
-
     model = report.model
 
     def fill(out: Path) -> list[Path]:
         figures: list[tuple[str, str, bool]] = []
         written = []
         if plots:
-            from ccpo_lab.report.plots import FIGURES, write_figures
 
             written += write_figures(report, out)
             figures = [(f"{f.stem}.pdf", f.what, f.wide) for f in FIGURES]

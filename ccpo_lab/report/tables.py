@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ccpo_lab.report.model import ArmRow, ReportModel
 from ccpo_lab.report.numbers import Pair, is_rate
+from ccpo_lab.textout import fmt_hours
 
 DASH = "—"
 INTERIM_MARK = "*"
@@ -444,8 +445,6 @@ def adaptive_verdicts_table(model: ReportModel) -> Table | None:
 def _more_hours(model: ReportModel, arm: str, reference: str) -> str:
     """`` (+3.41 GPU-h)``: what a comparison's seeds needed would cost beyond the seeds
     run ('' when unknown or nothing more is needed); short, so the table keeps its width."""
-    from ccpo_lab.textout import fmt_hours
-
     if model.cost is None:
         return ""
     m = next((m for m in model.cost.more if (m.arm, m.reference) == (arm, reference)), None)
@@ -486,8 +485,6 @@ def _one(values: set[str | None]) -> str | None:
 def cost_table(model: ReportModel) -> Table | None:
     """Arm | runs | device-hours per run | total | wall per run | peak memory | throughput,
     and the sweep's total: what the study cost."""
-    from ccpo_lab.textout import fmt_hours
-
     c = model.cost
     if c is None:
         return None
@@ -546,8 +543,6 @@ def more_cost_table(model: ReportModel) -> Table | None:
     """Comparison | seeds needed | more seeds | device-hours: what resolving each
     unresolved comparison would cost at the observed cost per run (and, for an adaptive
     design, its device-hours against the fixed design it replaces)."""
-    from ccpo_lab.textout import fmt_hours
-
     c = model.cost
     if c is None or not (c.more or c.adaptive):
         return None

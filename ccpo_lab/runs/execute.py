@@ -36,8 +36,11 @@ from typing import Any
 
 from ccpo_lab.config.backends import backend_runner
 from ccpo_lab.placement import Placement, this_host
+from ccpo_lab.runs.cost import end_attempt, start_attempt
+from ccpo_lab.runs.gpulock import inherited_lock_fds, keep_inherited_locks, lock_fds_env
 from ccpo_lab.runs.layout import RunDir, load_run_config
 from ccpo_lab.runs.owner import RunBusy, acquire, describe_exit, try_acquire
+from ccpo_lab.runs.provenance import now_iso
 
 BUSY_EXIT = 75
 """Exit code of ``python -m ccpo_lab.runs.execute`` when another process executes the run."""
@@ -81,8 +84,6 @@ def _interruptible() -> None:
 
 
 def _now() -> str:
-    from ccpo_lab.runs.provenance import now_iso
-
     return now_iso()
 
 
@@ -144,8 +145,6 @@ def execute_run(run_dir: str | Path, placement: Placement | None = None, *,
 def _start_attempt(rd: RunDir, where: Placement) -> bool:
     """Record the attempt's start and devices (:mod:`ccpo_lab.runs.cost`); False when the
     run's configuration cannot be read (then ``_train`` fails, saying why)."""
-    from ccpo_lab.runs.cost import start_attempt
-
     try:
         run = load_run_config(rd)
         needs = backend_runner(run.backend.kind).needs(run)
@@ -158,8 +157,6 @@ def _start_attempt(rd: RunDir, where: Placement) -> bool:
 
 def _end_attempt(rd: RunDir) -> None:
     """Record the attempt's end with the outcome ``state.json`` holds now."""
-    from ccpo_lab.runs.cost import end_attempt
-
     with contextlib.suppress(OSError, ValueError):
         state = rd.read_state().get("state")
         end_attempt(rd, "completed" if state == "running" else str(state))
@@ -249,8 +246,6 @@ def supervise(run_dir: str | Path, placement: Placement) -> dict[str, Any]:
     they last as long as the run. Returns the run's summary; raises ``RuntimeError``
     when the run did not complete (its outcome is in ``state.json``).
     """
-    from ccpo_lab.runs.gpulock import inherited_lock_fds, lock_fds_env
-
     rd = RunDir(Path(run_dir))
     cmd = [sys.executable, "-m", "ccpo_lab.runs.execute", str(rd.path),
            "--placement", json.dumps(asdict(placement))]
@@ -312,8 +307,6 @@ def main(argv: list[str] | None = None) -> int:
     Exit codes: 0 completed (or already), 1 failed, 130 cancelled (SIGINT), 128+N stopped
     by signal N (SIGTERM, SIGHUP), :data:`BUSY_EXIT` another process executes the run.
     """
-    from ccpo_lab.runs.gpulock import keep_inherited_locks
-
     keep_inherited_locks()  # held until this process exits; passed to none of its children
     args = sys.argv[1:] if argv is None else argv
     where: Placement | None = None

@@ -30,12 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from ccpo_lab import __version__
 from ccpo_lab.config.identity import canonical_json
 from ccpo_lab.config.yamlio import atomic_write_json, check_name
 from ccpo_lab.errors import UserError, os_failure
 from ccpo_lab.runs.files import Cut, read_lines
 from ccpo_lab.runs.layout import MAX_SEED, RunDir, SweepDir, candidate_dirs, run_dir_name
 from ccpo_lab.runs.metrics import MAX_STEP, fast_loads, format_row
+from ccpo_lab.runs.provenance import now_iso
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _CONSOLE = re.compile(r"(?:^|[\s)\]])step:(\d+)( - .*)$")
@@ -310,9 +312,6 @@ def _merge_in_memory(out: Path, f: IO[str], pending: list[tuple[int, dict]],
 def _record(sweep: str, arm: str, seed: int, source: Path, fmt: str, sha256: str,
             steps: list[int], total_steps: int | None, val_episodes: int | None
             ) -> dict[str, Any]:
-    from ccpo_lab import __version__
-    from ccpo_lab.runs.provenance import now_iso
-
     key = {"arm": arm, "seed": seed, "source_sha256": sha256, "total_steps": total_steps,
            "val_episodes": val_episodes}
     return {

@@ -41,20 +41,23 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ccpo_lab.config.identity import diff, format_diff
+from ccpo_lab.config.identity import diff, format_diff, to_plain
+from ccpo_lab.config.protocol import ProtocolConfig
+from ccpo_lab.config.schema import BackendConfig, EstimatorConfig, RunConfig
+from ccpo_lab.config.validate import build
 from ccpo_lab.config.yamlio import (
+    YamlLimitError,
     atomic_write_json,
     atomic_write_text,
     dump_yaml,
     load_yaml_file,
+    safe_load_bounded,
 )
 from ccpo_lab.errors import RunConflictError, UserError
 from ccpo_lab.runs.files import RunFileError, read_small
-
-if TYPE_CHECKING:
-    from ccpo_lab.config.schema import RunConfig
+from ccpo_lab.runs.provenance import now_iso, provenance
 
 RUN_STATES = ("pending", "running", "completed", "failed", "cancelled", "interrupted",
               "requeued")
@@ -79,8 +82,6 @@ _HISTORY = 20
 
 
 def _now() -> str:
-    from ccpo_lab.runs.provenance import now_iso
-
     return now_iso()
 
 
@@ -163,8 +164,6 @@ class RunDir:
             OSError: it cannot be read.
         """
         import yaml
-
-        from ccpo_lab.config.yamlio import safe_load_bounded
 
         try:
             text = read_small(self.config_yaml, self.sweep_root).decode("utf-8")
@@ -290,8 +289,6 @@ class RunDir:
 def yaml_problem(e: Exception) -> str:
     """One line for a YAML error: where, and what (PyYAML's own text spans lines); a
     document beyond the readers' bounds is not called malformed."""
-    from ccpo_lab.config.yamlio import YamlLimitError
-
     if isinstance(e, YamlLimitError):
         return f"YAML {getattr(e, 'problem', None) or e}"
     mark = getattr(e, "problem_mark", None)
@@ -594,8 +591,6 @@ def config_document(run: RunConfig, launcher: Mapping[str, Any] | None = None
     """The content of ``config.yaml``: identity (with its hash), the launcher it was
     submitted with (a record: the run does not read it back) and the backend's runtime
     settings."""
-    from ccpo_lab.config.identity import to_plain
-
     doc = {"run_id": run.run_id, "sweep": run.sweep, "arm": run.arm, **run.identity}
     if launcher is not None:
         doc["launcher"] = dict(launcher)
@@ -663,8 +658,6 @@ def init_run_dir(rd: RunDir, run: RunConfig, launcher: Mapping[str, Any] | None 
     overwrites another identity (callers use :func:`resolve_run_dir` first, and this
     re-checks).
     """
-    from ccpo_lab.runs.provenance import provenance
-
     held = rd.read_run().get("run_id")
     if held == run.run_id:
         return
@@ -708,10 +701,6 @@ def load_run_config(rd: RunDir) -> RunConfig:
     The ``launcher`` section is a record of the submission and is not read back: where a
     run executes reaches it as a :class:`~ccpo_lab.placement.Placement` from its launcher.
     """
-    from ccpo_lab.config.protocol import ProtocolConfig
-    from ccpo_lab.config.schema import BackendConfig, EstimatorConfig, RunConfig
-    from ccpo_lab.config.validate import build
-
     doc = load_yaml_file(rd.config_yaml)
     where = lambda _k: str(rd.config_yaml)  # noqa: E731
     kind = doc["backend"]["kind"]

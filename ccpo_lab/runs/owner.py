@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ccpo_lab.runs.layout import RunDir
+from ccpo_lab.runs.provenance import now_iso
 
 ACQUIRE_RETRY_S = 2.0
 """Seconds an executor retries a lock that only probes hold (each for microseconds)."""
@@ -148,8 +149,6 @@ def acquire(rd: RunDir, *, wait_s: float = ACQUIRE_RETRY_S) -> OwnerLock:
     Reentrant within a process (a launcher's job and the executor it calls). Where the
     file system cannot lock, returns an unlocked hold after a warning on stderr.
     """
-    from ccpo_lab.runs.provenance import now_iso
-
     key = str(rd.path.resolve())
     held = _HELD.get(key)
     if held is not None and held._pid == os.getpid() and held._depth > 0:

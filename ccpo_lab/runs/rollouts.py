@@ -24,6 +24,7 @@ from typing import Any
 
 from ccpo_lab.config.identity import canonical_json
 from ccpo_lab.config.yamlio import atomic_write_text
+from ccpo_lab.runs.files import Cut, open_file, read_lines
 
 STEP1 = 1
 
@@ -70,8 +71,6 @@ def read_rollouts(rollouts_dir: str | Path, step: int = STEP1,
         ValueError: a line that is not a JSON episode, or longer than the line bound
             (the file and line named).
     """
-    from ccpo_lab.runs.files import Cut, open_file, read_lines
-
     p = rollout_file(rollouts_dir, step)
     try:
         f = open_file(p, root if root is not None else Path(rollouts_dir).parent)

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ccpo_lab.config.identity import canonical_json
+from ccpo_lab.errors import UserError
 from ccpo_lab.runs.layout import RunDir
 from ccpo_lab.runs.rollouts import Divergence, first_divergence, read_rollouts
 from ccpo_lab.runs.sweep_runs import load_sweep_runs
@@ -143,8 +145,6 @@ def count_groups(episodes: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
 
     A group is a ``task_id``; rollouts are compared by their turns.
     """
-    from ccpo_lab.config.identity import canonical_json
-
     by_task: dict[str, set[str]] = {}
     sizes: dict[str, int] = {}
     for ep in episodes:
@@ -180,8 +180,6 @@ def verify_sweep(sweep_dir: str | Path, reference: str | None = None) -> list[Se
     Returns:
         One :class:`SeedCheck` per seed, by seed.
     """
-    from ccpo_lab.errors import UserError
-
     found = load_sweep_runs(sweep_dir)
     manifest, newest, arms = found.manifest, found.newest, found.arms
     ref = reference or manifest.get("analysis", {}).get("reference") or arms[0]

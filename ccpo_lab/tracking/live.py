@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ccpo_lab.errors import UserError
+from ccpo_lab.launch.status import collect_status, counts, settled
+from ccpo_lab.runs.layout import SweepDir
 
 if TYPE_CHECKING:
     from ccpo_lab.config.sweep import Sweep
@@ -73,8 +75,6 @@ def _alive(pid: int | None) -> bool:
 
 def _running(sweep_dir: Path) -> tuple[bool, str]:
     """Whether a run of the sweep executes or is queued, and the status counts."""
-    from ccpo_lab.launch.status import collect_status, counts, settled
-
     rows = collect_status(sweep_dir)
     c = counts(rows)
     return (not settled(rows)) if rows else False, ", ".join(f"{n} {k}" for k, n in c.items())
@@ -139,8 +139,6 @@ def watch(sweep_dir: str | Path, *, uri: str | None = None, experiment: str | No
 
 
 def _log_path(sweep_dir: Path) -> Path:
-    from ccpo_lab.runs.layout import SweepDir
-
     return SweepDir(sweep_dir).jobs / LOG_NAME
 
 

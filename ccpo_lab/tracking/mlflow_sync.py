@@ -50,9 +50,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ccpo_lab.errors import UserError
+from ccpo_lab.report.cost import sweep_cost_values
+from ccpo_lab.report.directory import check_report_dir
+from ccpo_lab.runs.cost import read_cost
 from ccpo_lab.runs.files import RunFileError, open_file
 from ccpo_lab.runs.layout import FoundRun, RunDir, SweepDir
 from ccpo_lab.runs.sweep_runs import check_sweep_dir, read_sweep_config
+from ccpo_lab.textout import fmt_hours
+from ccpo_lab.tracking.evaluation import log_children, parent_metrics
 from ccpo_lab.tracking.rows import MAX_METRICS, Sent, safe_key, send_metrics
 from ccpo_lab.tracking.store import (
     check_reachable,
@@ -61,7 +66,7 @@ from ccpo_lab.tracking.store import (
     store_failure,
     store_lock,
 )
-from ccpo_lab.tracking.summary import WINDOW_MEAN
+from ccpo_lab.tracking.summary import WINDOW_MEAN, cost_values, summary_settings, summary_values
 
 if TYPE_CHECKING:
     from ccpo_lab.report.model import ReportModel
@@ -361,7 +366,6 @@ def headline_metrics(report: ReportModel) -> dict[str, float]:
         put(f"{base}/p_holm", c.p_holm)
         put(f"{base}/prob_improvement", c.prob_improvement)
         put(f"{base}/seeds_needed", c.seeds_needed)
-    from ccpo_lab.tracking.evaluation import parent_metrics
 
     out.update(parent_metrics(report))  # the checkpoint evaluations' tables, if any
     return out
@@ -403,7 +407,6 @@ def description(manifest: Mapping[str, Any], name: str, report: ReportModel | No
                       "comparisons are its own (tags `ccpo_lab.adaptive.*`, metrics "
                       "`adaptive/*` by look, artifact `adaptive/adaptive.json`)."]
         if report.cost is not None:
-            from ccpo_lab.textout import fmt_hours
 
             lines += ["", f"Cost: {fmt_hours(report.cost.total)} {report.cost.unit} over "
                       f"{report.cost.runs} runs (metrics `cost/*`)."]
@@ -468,7 +471,6 @@ def sync_sweep(sweep_dir: str | Path, uri: str | None = None, experiment: str | 
     local = uri == default_uri(root)
     art = None
     if artifacts is not None:  # a report directory written whole, or refused at once
-        from ccpo_lab.report.directory import check_report_dir
 
         art = [p.resolve() for p in check_report_dir(artifacts)]
     check_reachable(uri)
@@ -577,9 +579,6 @@ def _log_summary(client: Any, run: Any, values: Mapping[str, float], step: int) 
 def run_summary_values(settings: Any) -> Callable[[FoundRun, RunDir], dict[str, float]]:
     """``(run, its directory) -> summary/* and cost/*`` of a child (:mod:`.summary`);
     ``settings``: the report's (None: ``cost/*`` only)."""
-    from ccpo_lab.runs.cost import read_cost
-    from ccpo_lab.tracking.summary import cost_values, summary_values
-
     def values(f: FoundRun, rd: RunDir) -> dict[str, float]:
         out = cost_values(read_cost(rd))
         if settings is not None:
@@ -614,8 +613,6 @@ def _sweep_cost(root: Path, report: ReportModel | None) -> dict[str, float]:
     """``cost/*`` of the parent: device-hours per arm and in total (every sync); with a
     report, also what each comparison's seeds needed would cost
     (``cost/<arm>_vs_<reference>/more_device_hours``) and an adaptive design's saving."""
-    from ccpo_lab.report.cost import sweep_cost_values
-
     out = {safe_key(k): v for k, v in sweep_cost_values(root).items()}
     c = report.cost if report is not None else None
     if c is not None:
@@ -689,8 +686,6 @@ def _sync_children(client: Any, exp_id: str, pid: str, root: Path,
                    say: Callable[[str], None] | None) -> tuple[list[_Child], list[Any]]:
     """Sync every found run's child; (what each did, the runs synced). A run whose files
     cannot be used is named in ``warnings`` and left out."""
-    from ccpo_lab.tracking.summary import summary_settings
-
     arms = sorted({f.arm for f, *_ in found})
     listed = [a for a in manifest.get("arms") or [] if a in arms]
     summary = run_summary_values(summary_settings(manifest, listed or arms))
@@ -742,7 +737,6 @@ def _sync(root: Path, manifest: Mapping[str, Any], uri: str, local: bool,
     headline, logged = _update_parent(client, pid, manifest, key, report, step, artifacts,
                                       root)
     if report is not None and report.evaluation is not None:
-        from ccpo_lab.tracking.evaluation import log_children
 
         log_children(client, _find_runs(client, exp_id, f"tags.`{KIND}` = 'run' and "
                                         f"tags.`mlflow.parentRunId` = '{pid}'"), report)

@@ -16,6 +16,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ccpo_lab.errors import UserError
+from ccpo_lab.report.settings import resolve_settings
+from ccpo_lab.runs.cost import read_cost
+from ccpo_lab.runs.sweep_runs import read_sweep_config
+
 if TYPE_CHECKING:
     from ccpo_lab.report.settings import ReportSettings
     from ccpo_lab.runs.cost import RunCost
@@ -28,9 +33,6 @@ WINDOW_MEAN = "summary/window_mean"
 def summary_settings(manifest: Mapping[str, Any], arms: Sequence[str]) -> ReportSettings | None:
     """The report's settings from the sweep's ``analysis`` (None: no arm yet, or settings
     the report would refuse)."""
-    from ccpo_lab.errors import UserError
-    from ccpo_lab.report.settings import resolve_settings
-
     if not arms:
         return None
     try:
@@ -87,9 +89,7 @@ def final_summary(rd: RunDir) -> dict[str, float]:
     analysis settings (``summary/*`` left out when they cannot be computed)."""
     import time
 
-    from ccpo_lab.runs.cost import read_cost
     from ccpo_lab.runs.layout import FoundRun  # noqa: F811 (at run time)
-    from ccpo_lab.runs.sweep_runs import read_sweep_config
 
     manifest = read_sweep_config(rd.path.parent.parent)
     arms = [a for a in manifest.get("arms") or [] if isinstance(a, str)] or [rd.arm]

@@ -30,6 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ccpo_lab.config.yamlio import atomic_write_json
+from ccpo_lab.errors import UserError
+from ccpo_lab.runs.cost import read_cost
 from ccpo_lab.runs.layout import FoundRun, RunDir, SweepDir
 from ccpo_lab.runs.sweep_runs import check_sweep_dir, read_sweep_config
 from ccpo_lab.runs.wandb_run import (
@@ -45,6 +48,7 @@ from ccpo_lab.runs.wandb_run import (
     wandb_id,
     wandb_settings,
 )
+from ccpo_lab.tracking.summary import cost_values, defined, summary_settings, summary_values
 
 if TYPE_CHECKING:
     from ccpo_lab.report.model import ReportModel
@@ -175,7 +179,6 @@ def _sync_report(root: Path, manifest: Mapping[str, Any], sweep: str,
                  settings: WandbSettings, report: ReportModel) -> bool:
     """The group's summary run: the report's numbers; False when they were sent already."""
     from ccpo_lab.tracking.mlflow_sync import headline_metrics
-    from ccpo_lab.tracking.summary import defined
 
     values = {**headline_metrics(report), **defined(_sweep_cost(root))}
     holder = RunDir(root / REPORT_DIR)  # its W&B files (it has no run directory)
@@ -198,7 +201,6 @@ def _sync_report(root: Path, manifest: Mapping[str, Any], sweep: str,
         wb.summary.update(values)
     finally:
         wb.finish()
-    from ccpo_lab.config.yamlio import atomic_write_json
 
     atomic_write_json(record, {**(seen if isinstance(seen, dict) else {}),
                                dest: _digest(values)})
@@ -225,12 +227,6 @@ def sync_wandb(sweep_dir: str | Path, *, mode: str | None = None, project: str |
     W&B's own errors propagate.
     """
     from ccpo_lab.config.tracking import wandb_installed
-    from ccpo_lab.errors import UserError
-    from ccpo_lab.tracking.summary import (
-        cost_values,
-        summary_settings,
-        summary_values,
-    )
 
     root = check_sweep_dir(sweep_dir).resolve()
     if not wandb_installed():
@@ -247,7 +243,6 @@ def sync_wandb(sweep_dir: str | Path, *, mode: str | None = None, project: str |
     stats = summary_settings(manifest, [a for a in manifest.get("arms") or [] if a in arms]
                              or arms)
     opened = fresh = rows = 0
-    from ccpo_lab.runs.cost import read_cost
 
     for f in runs:
         values = cost_values(read_cost(RunDir(f.path)))

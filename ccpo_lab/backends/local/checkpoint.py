@@ -14,6 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ccpo_lab.config.yamlio import atomic_write_json
+
 _NAME = re.compile(r"^step-(\d{6,})\.pt$")
 TMP_PREFIX = ".tmp-"
 
@@ -119,8 +121,6 @@ def save_best(folder: Path, step: int, value: float, metric: str,
     (atomically) to name it, then the old file is removed: a run killed at any moment
     leaves a ``best.json`` that names a complete checkpoint.
     """
-    from ccpo_lab.config.yamlio import atomic_write_json
-
     best = Path(folder) / BEST_DIR
     path = save_checkpoint(best, step, state, keep=2)
     atomic_write_json(best / BEST_FILE, {"step": int(step), "value": float(value),

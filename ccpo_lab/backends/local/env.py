@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ccpo_lab.backends.local import speedups
+
 if TYPE_CHECKING:
     from ccpo_lab.backends.local.games import GameRecord, GameSet
 
@@ -49,7 +51,6 @@ def open_engine(gamefile: str, *, max_steps: int | None = None, expert: bool = F
     the engine's parse cache (:mod:`ccpo_lab.backends.local.speedups`; same output).
     """
     if fast:
-        from ccpo_lab.backends.local import speedups
 
         speedups.install()
     import textworld
@@ -139,7 +140,6 @@ class AlfworldEnv:
         record = self.games[game_index]
         lend: Any = contextlib.nullcontext()
         if self.fast:  # a library copy from the process's pool (see speedups)
-            from ccpo_lab.backends.local import speedups
 
             speedups.install()
             if self._lib is None:
@@ -176,7 +176,6 @@ class AlfworldEnv:
         self._done = bool(done) or won or self._steps >= self.max_steps
         self._admissible = tuple(state["admissible_commands"])
         if self._done and self._lib is not None:
-            from ccpo_lab.backends.local import speedups
 
             speedups.release_lib(self._lib)
             self._lib = None

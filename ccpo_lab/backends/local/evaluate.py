@@ -26,6 +26,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ccpo_lab.backends.eval_contract import Checkpoints, EpisodeRange, RepeatResult
+from ccpo_lab.backends.local.checkpoint import (
+    BEST_DIR,
+    checkpoint_path,
+    list_checkpoints,
+    load_checkpoint,
+    read_best,
+)
+from ccpo_lab.backends.local.runner import game_spec, load_games
 from ccpo_lab.errors import UserError
 
 if TYPE_CHECKING:
@@ -44,8 +52,6 @@ SPLIT_CODE = {"in": 1, "out": 2}
 
 def checkpoints(run: RunConfig, rd: RunDir) -> Checkpoints:
     """The run's checkpoints: retained steps, the final one (completed runs), the best."""
-    from ccpo_lab.backends.local.checkpoint import BEST_DIR, list_checkpoints, read_best
-
     steps = {s: str(p.relative_to(rd.path)) for s, p in list_checkpoints(rd.checkpoints)}
     best = read_best(rd.checkpoints)
     if best is not None:
@@ -90,7 +96,6 @@ def draw(run: RunConfig, rd: RunDir, setting: EvalSetting) -> dict[str, Any]:
     """The draw of ``setting`` (no arm or seed in it): the game set, which of its games,
     the repeats, the episode length and how sampling seeds are derived."""
     from ccpo_lab.backends.local.ood import OOD_VERSION, ood_key
-    from ccpo_lab.backends.local.runner import game_spec
 
     spec = game_spec(run)
     out: dict[str, Any] = {
@@ -109,8 +114,6 @@ def draw(run: RunConfig, rd: RunDir, setting: EvalSetting) -> dict[str, Any]:
 
 def checkpoint_file(rd: RunDir, step: int) -> Path:
     """The file holding the weights of ``step`` (a retained step, else the best's)."""
-    from ccpo_lab.backends.local.checkpoint import BEST_DIR, checkpoint_path, read_best
-
     path = checkpoint_path(rd.checkpoints, step)
     if path.is_file():
         return path
@@ -125,7 +128,6 @@ _POLICIES: dict[tuple[str, int], Any] = {}
 
 
 def _trainer_at(run: RunConfig, rd: RunDir, games: Any, step: int) -> tuple[Any, Path]:
-    from ccpo_lab.backends.local.checkpoint import load_checkpoint
     from ccpo_lab.backends.local.trainer import Trainer
 
     key = (str(rd.path.resolve()), step)
@@ -149,8 +151,6 @@ def _trainer_at(run: RunConfig, rd: RunDir, games: Any, step: int) -> tuple[Any,
 
 def split_games(run: RunConfig, rd: RunDir, split: str, n: int) -> tuple[Any, list[Any]]:
     """(the run's game set, the first ``n`` games of ``split``)."""
-    from ccpo_lab.backends.local.runner import load_games
-
     games = load_games(run, rd)
     if split == "in":
         pool = list(games.eval[:n])

@@ -25,7 +25,17 @@ from typing import Any
 
 import numpy as np
 
-from ccpo_lab.backends.local.catalog import TASK_TYPES
+from ccpo_lab.backends.local.catalog import TASK_TYPES, physics
+from ccpo_lab.backends.local.checker import check_game
+from ccpo_lab.backends.local.pddl import (
+    dumps,
+    game_payload,
+    goal_templates,
+    goal_text,
+    render_problem,
+    traj_payload,
+)
+from ccpo_lab.backends.local.scene import SceneKnobs, sample_scene
 from ccpo_lab.errors import UserError
 
 GENERATOR_VERSION = 1
@@ -217,18 +227,6 @@ def _task_schedule(spec: GameSpec, split_id: int, n: int) -> list[str]:
 def _build(root: str, split: str, index: int, task_type: str, spec: GameSpec,
            first_attempt: int) -> tuple[dict[str, Any], int, str]:
     """Draw game (split, index) until the expert solves it; returns (record, attempt, hash)."""
-    from ccpo_lab.backends.local.catalog import physics
-    from ccpo_lab.backends.local.checker import check_game
-    from ccpo_lab.backends.local.pddl import (
-        dumps,
-        game_payload,
-        goal_templates,
-        goal_text,
-        render_problem,
-        traj_payload,
-    )
-    from ccpo_lab.backends.local.scene import SceneKnobs, sample_scene
-
     cfg = spec.config
     knobs = SceneKnobs(cfg.n_receptacles, cfg.n_distractors, cfg.closed_fraction)
     split_id = SPLITS.index(split)

@@ -35,7 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from ccpo_lab.backends.local.catalog import ROOMS, RoomKind
+from ccpo_lab.backends.local.catalog import ROOMS, RoomKind, physics
+from ccpo_lab.backends.local.checker import check_game
 from ccpo_lab.backends.local.games import (
     DATA_DIR,
     MANIFEST,
@@ -45,6 +46,15 @@ from ccpo_lab.backends.local.games import (
     _remove_trial,
     _task_schedule,
 )
+from ccpo_lab.backends.local.pddl import (
+    dumps,
+    game_payload,
+    goal_templates,
+    goal_text,
+    render_problem,
+    traj_payload,
+)
+from ccpo_lab.backends.local.scene import SceneKnobs, sample_scene
 from ccpo_lab.errors import UserError
 
 OOD_VERSION = 1
@@ -127,18 +137,6 @@ def _build(root: str, index: int, task_type: str, base: GameSpec,
            first: int = 0) -> tuple[dict[str, Any], int, str]:
     """Draw OOD game ``index`` until a scene with a novel type is solved by the expert;
     returns (record, attempt, problem digest)."""
-    from ccpo_lab.backends.local.catalog import physics
-    from ccpo_lab.backends.local.checker import check_game
-    from ccpo_lab.backends.local.pddl import (
-        dumps,
-        game_payload,
-        goal_templates,
-        goal_text,
-        render_problem,
-        traj_payload,
-    )
-    from ccpo_lab.backends.local.scene import SceneKnobs, sample_scene
-
     cfg = base.config
     knobs = SceneKnobs(cfg.n_receptacles, cfg.n_distractors, cfg.closed_fraction)
     checked = 0

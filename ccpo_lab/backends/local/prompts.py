@@ -19,6 +19,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ccpo_lab.runs.rollouts import hash_tokens
 from ccpo_lab.runs.tasks import TASK_TYPES
 
 PAD = 0
@@ -87,8 +88,6 @@ class PromptTokens:
 
     def hash(self) -> str:
         """Short hash of ids and segments (the step-1 evidence's ``input_hash``)."""
-        from ccpo_lab.runs.rollouts import hash_tokens
-
         return hash_tokens(self.ids + (-1,) + self.segments)
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from ccpo_lab.backends.local.env import AlfworldEnv
 from ccpo_lab.backends.local.policy import (
     ActionScorer,
     chosen_logprobs,
@@ -34,7 +35,6 @@ from ccpo_lab.backends.local.prompts import (
 )
 
 if TYPE_CHECKING:
-    from ccpo_lab.backends.local.env import AlfworldEnv
     from ccpo_lab.backends.local.games import GameRecord
 
 
@@ -106,8 +106,6 @@ class EnginePool:
 
     def engine(self, game: GameRecord, slot: int = 0) -> AlfworldEnv:
         """The engine of ``game`` in ``slot`` (opened if needed)."""
-        from ccpo_lab.backends.local.env import AlfworldEnv
-
         key = (str(game.gamefile), self.max_steps, slot)
         env = self._shared.get(key)
         if env is None:

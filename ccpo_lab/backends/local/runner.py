@@ -30,13 +30,26 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ccpo_lab.backends.local.checkpoint import (
+    list_checkpoints,
+    load_checkpoint,
+    read_best,
+    remove_partial,
+    save_best,
+    save_checkpoint,
+)
+from ccpo_lab.config.identity import canonical_json, to_plain
 from ccpo_lab.errors import UserError
+from ccpo_lab.placement import Needs
+from ccpo_lab.runs.cost import peak_rss_gb
+from ccpo_lab.runs.rollouts import rollout_file, write_rollouts
+from ccpo_lab.runs.wandb_run import final_summary, open_live_run
 
 if TYPE_CHECKING:
     from ccpo_lab.backends.local.games import GameSet, GameSpec
     from ccpo_lab.backends.local.rollout import Episode, Timer
     from ccpo_lab.config.schema import RunConfig
-    from ccpo_lab.placement import Needs, Placement
+    from ccpo_lab.placement import Placement
     from ccpo_lab.runs.layout import RunDir
     from ccpo_lab.runs.wandb_run import LiveRun
 
@@ -48,8 +61,6 @@ VAL_METRIC = "val/success_rate"
 
 def needs(run: RunConfig) -> Needs:
     """One node, no GPU, ``num_threads`` CPUs (the placement contract)."""
-    from ccpo_lab.placement import Needs
-
     return Needs(nodes=1, gpus_per_node=0, cpus=run.backend.local.num_threads)
 
 
@@ -97,8 +108,7 @@ def load_games(run: RunConfig, rd: RunDir) -> GameSet:
 
 def check_estimator(run: RunConfig, rd: RunDir) -> Any:
     """Instantiate the arm's estimator, record it in ``run.json``, fail if it differs."""
-    from ccpo_lab.config.identity import canonical_json, to_plain
-    from ccpo_lab.estimators import get_estimator
+    from ccpo_lab.estimators import get_estimator  # its registry imports numpy and torch
 
     est = get_estimator(run.estimator.name, **dict(run.estimator.params))
     made = {"name": str(est.name), "params": to_plain(dict(est.params))}
@@ -111,8 +121,6 @@ def check_estimator(run: RunConfig, rd: RunDir) -> Any:
 
 
 def _record_step1(rd: RunDir, step: int, episodes: list[Episode]) -> None:
-    from ccpo_lab.runs.rollouts import rollout_file, write_rollouts
-
     if step != 1:
         return
     evidence = [e.evidence() for e in episodes]
@@ -139,8 +147,6 @@ def train(run: RunConfig, rd: RunDir, placement: Placement | None = None,
 
     Returns a summary (final held-out success, steps, wall time, throughput).
     """
-    from ccpo_lab.runs.wandb_run import final_summary, open_live_run
-
     live = open_live_run(run, rd)
     try:
         out = _train(run, rd, progress, live)
@@ -159,12 +165,6 @@ def _train(run: RunConfig, rd: RunDir, progress: Progress | None,
     or start, then step, evaluate, checkpoint, record) reads top to bottom in one place."""
     import torch
 
-    from ccpo_lab.backends.local.checkpoint import (
-        load_checkpoint,
-        remove_partial,
-        save_best,
-        save_checkpoint,
-    )
     from ccpo_lab.backends.local.trainer import Trainer
     from ccpo_lab.runs.metrics import append_metrics, truncate_metrics
 
@@ -262,7 +262,6 @@ def resumable_checkpoint(rd: RunDir) -> Path | None:
 
 def _resumable(rd: RunDir) -> tuple[int, Path] | None:
     """(step, file) of :func:`resumable_checkpoint`."""
-    from ccpo_lab.backends.local.checkpoint import list_checkpoints
     from ccpo_lab.runs.metrics import MetricsScan
 
     found = list_checkpoints(rd.checkpoints)
@@ -291,8 +290,6 @@ def _throughput(spent: Timer, wall: float) -> dict[str, float]:
 
 def _memory() -> dict[str, float]:
     """``perf/max_rss_gb``: the process's peak resident set so far."""
-    from ccpo_lab.runs.cost import peak_rss_gb
-
     return {"perf/max_rss_gb": peak_rss_gb()}
 
 
@@ -316,7 +313,6 @@ class _BestSoFar:
         """After a resume from ``step``: the recorded best, else (a run trained before the
         best checkpoint was kept) the best evaluation logged so far, whose weights are
         gone: no later, lower evaluation is then taken for the best."""
-        from ccpo_lab.backends.local.checkpoint import read_best
         from ccpo_lab.runs.metrics import read_metrics, series
 
         record = read_best(self.rd.checkpoints)

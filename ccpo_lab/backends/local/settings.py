@@ -6,6 +6,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from ccpo_lab.errors import UserError
+
 POLICY_ENCODERS = ("conv", "gru")
 """Values of ``backend.local.encoder`` (see :class:`LocalBackendConfig`)."""
 
@@ -67,8 +69,6 @@ class LocalBackendConfig:
         loader's: a key set on the command line names it). Called when a sweep is loaded,
         so ``--dry-run`` catches what the game generator would refuse on the node.
         """
-        from ccpo_lab.errors import UserError
-
         where = file if callable(file) else (lambda _k: file)
 
         def bad(name: str, why: str) -> UserError:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from ccpo_lab.backends.local import speedups
 from ccpo_lab.backends.local.policy import ActionScorer, PolicyShape, chosen_logprobs, collate
 from ccpo_lab.backends.local.ppo import UpdateBatch, ppo_update
 from ccpo_lab.backends.local.prompts import PromptSettings
@@ -33,6 +34,8 @@ from ccpo_lab.backends.local.rollout import (
     play,
     success_metrics,
 )
+from ccpo_lab.backends.local.warmstart import warm_start
+from ccpo_lab.estimators import StepBatch, get_estimator
 
 if TYPE_CHECKING:
     from ccpo_lab.backends.local.games import GameSet
@@ -51,9 +54,6 @@ class Trainer:
     """Policy, frozen reference, optimiser, generators and step counter of one run."""
 
     def __init__(self, run: RunConfig, games: GameSet, estimator: Any = None) -> None:
-        from ccpo_lab.backends.local import speedups
-        from ccpo_lab.estimators import get_estimator
-
         self.run = run
         self.games = games
         # the engines of these games load from files the first run to load them wrote
@@ -87,8 +87,6 @@ class Trainer:
 
         Not called on resume (the checkpoint holds both). Returns warm-start statistics.
         """
-        from ccpo_lab.backends.local.warmstart import warm_start
-
         cfg = self.run.backend.local
         t0 = time.perf_counter()
         done = warm_start(self.policy, self.games.train, self.train_pool, self.prompts,
@@ -203,8 +201,6 @@ class Trainer:
 
         Raw turn rewards and validity go in; the estimator applies its ``invalid_penalty``
         (the protocol's ``invalid_action_penalty``, bound at run resolution)."""
-        from ccpo_lab.estimators import StepBatch
-
         batch = StepBatch(
             task_uid=[e.task_uid for e, _, _ in rows],
             traj_uid=[f"{e.task_uid}-{e.rollout}" for e, _, _ in rows],

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from ccpo_lab.backends.local import speedups
 from ccpo_lab.backends.local.policy import ActionScorer, collate
 from ccpo_lab.backends.local.prompts import PromptSettings, Turn, TurnInput, choices, turn_input
 
@@ -129,8 +130,6 @@ def arithmetic() -> tuple[str, ...]:
 def _cache_key(policy: ActionScorer, games: Sequence[GameRecord], pool: EnginePool,
                prompts: PromptSettings, settings: tuple[int, int, float, int],
                generator: torch.Generator) -> str:
-    from ccpo_lab.backends.local import speedups
-
     h = hashlib.sha256()
     for part in (CACHE_FORMAT, _source_digest(), torch.__version__, np.__version__,
                  torch.get_num_threads(), arithmetic(),
@@ -152,8 +151,6 @@ def _load(path: Path) -> dict[str, Any] | None:
 
 
 def _store(path: Path, data: dict[str, Any]) -> None:
-    from ccpo_lab.backends.local import speedups
-
     buf = io.BytesIO()
     torch.save(data, buf)
     speedups.write_cache_file(path, buf.getvalue())

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ccpo_lab.backends.verl.agent import seeds as seeds
+from ccpo_lab.backends.verl.agent.cpu import cpu_overrides
 from ccpo_lab.backends.verl.agent.env import (
     ENV_CAPTURE_PHI,
     ENV_DEVICE,
@@ -46,6 +47,7 @@ from ccpo_lab.config.schema import RunConfig
 from ccpo_lab.errors import UserError
 from ccpo_lab.estimators.spec import typed_params
 from ccpo_lab.placement import Placement
+from ccpo_lab.runs.wandb_run import verl_logging
 
 ENTRY_MODULE = "ccpo_lab.backends.verl.agent.trainer"
 """The entry point that runs verl-agent's ``verl.trainer.main_ppo`` with the hooks."""
@@ -228,7 +230,6 @@ def build_command(run: RunConfig, run_dir: Path, *, resume: bool = False,
     if info.has_full_determinism:
         ov.append("++actor_rollout_ref.rollout.full_determinism=True")
     if s.device == "cpu":
-        from ccpo_lab.backends.verl.agent.cpu import cpu_overrides
 
         ov += cpu_overrides()
     ov += estimator_overrides(run)[1:]
@@ -264,8 +265,6 @@ def _wandb_logging(run: RunConfig, rd: Path) -> Any:
     """verl's loggers, W&B's project and ``WANDB_*`` variables from the sweep's
     ``tracking.wandb`` (:func:`ccpo_lab.runs.wandb_run.verl_logging`; off: the file
     logger and the console alone, no variable)."""
-    from ccpo_lab.runs.wandb_run import verl_logging
-
     return verl_logging(run, rd)
 
 

@@ -32,7 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ccpo_lab.backends.verl.checkout import REFERENCE_COMMIT, inspect_checkout
 from ccpo_lab.backends.verl.settings import VerlBackendConfig
+from ccpo_lab.launch.plan import launcher_for
+from ccpo_lab.launch.slurm import SlurmLauncher, SlurmSettings
+from ccpo_lab.placement import Needs
 
 if TYPE_CHECKING:
     from ccpo_lab.config.sweep import Sweep
@@ -91,8 +95,6 @@ def _run(cmd: list[str], timeout: float, env: dict[str, str] | None = None
 
 def check_checkout(ctx: Context) -> list[Check]:
     """The verl-agent checkout exists; its hook targets import (``--check``)."""
-    from ccpo_lab.backends.verl.checkout import REFERENCE_COMMIT, inspect_checkout
-
     info = inspect_checkout(ctx.settings.verl_agent_path)
     if not info.exists:
         return [Check("verl-agent checkout", "FIX", f"{info.path} has no verl/trainer/"
@@ -354,15 +356,12 @@ execute)."""
 def context(sweep: Sweep | None, results: Path) -> Context:
     """The checks' context for ``sweep`` (None: the verl defaults, Slurm assumed)."""
     if sweep is None:
-        from ccpo_lab.launch.slurm import SlurmLauncher, SlurmSettings
-        from ccpo_lab.placement import Needs
 
         settings = VerlBackendConfig()
         default = SlurmLauncher(SlurmSettings(), results, name="doctor",
                                 needs=Needs(gpus_per_node=settings.n_gpus_per_node,
                                             python=settings.python))
         return Context(settings=settings, results=results, launcher=default)
-    from ccpo_lab.launch.plan import launcher_for
 
     cfg = sweep.config
     launcher = launcher_for(sweep, results)

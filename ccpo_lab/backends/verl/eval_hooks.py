@@ -25,6 +25,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from ccpo_lab.backends.verl.agent import hooks as verl_agent_hooks
+
 ENV_EVAL_EPISODES = "CCPO_LAB_EVAL_EPISODES"
 """The file the episodes of the evaluation go to."""
 TARGET = "agent_system.environments.env_manager"
@@ -133,8 +135,6 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 def setup() -> None:
     """The run's hooks, and the episode recorder where the variable names a file."""
-    from ccpo_lab.backends.verl.agent import hooks as verl_agent_hooks
-
     verl_agent_hooks.setup()
     if not os.environ.get(ENV_EVAL_EPISODES):
         return

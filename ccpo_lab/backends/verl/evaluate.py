@@ -49,10 +49,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ccpo_lab.backends.eval_contract import Checkpoints, EpisodeRange, RepeatResult
+from ccpo_lab.backends.verl.agent.env import ENV_RUN_SEED
+from ccpo_lab.backends.verl.agent.seeds import ENV_SEED_STRIDE, VAL_OFFSET
+from ccpo_lab.backends.verl.agent.weights import HF_DIR, read_best
+from ccpo_lab.backends.verl.checkout import inspect_checkout
+from ccpo_lab.backends.verl.command import (
+    TrainerCommand,
+    build_command,
+    data_files,
+    experiment_name,
+    hydra_value,
+    path_value,
+)
+from ccpo_lab.backends.verl.datafiles import write_placeholder_data
+from ccpo_lab.backends.verl.eval_hooks import ENV_EVAL_EPISODES
+from ccpo_lab.backends.verl.runner import LOG_NAME, _start_cluster, latest_checkpoint
+from ccpo_lab.backends.verl.runner import worker as run_worker
 from ccpo_lab.errors import UserError
+from ccpo_lab.placement import this_host
 
 if TYPE_CHECKING:
-    from ccpo_lab.backends.verl.command import TrainerCommand
     from ccpo_lab.config.schema import RunConfig
     from ccpo_lab.evaluation.spec import EvalSetting, EvalTarget
     from ccpo_lab.placement import Placement
@@ -96,9 +112,6 @@ def _full_checkpoints(rd: RunDir) -> dict[int, Path]:
 
 def checkpoints(run: RunConfig, rd: RunDir) -> Checkpoints:
     """Retained full checkpoints, the final one (completed runs), the best evaluation's."""
-    from ccpo_lab.backends.verl.agent.weights import HF_DIR, read_best
-    from ccpo_lab.backends.verl.runner import latest_checkpoint
-
     full = _full_checkpoints(rd)
     steps = {s: str(p.relative_to(rd.path)) for s, p in full.items()}
     best = read_best(rd.checkpoints)
@@ -132,8 +145,6 @@ def checkpoints(run: RunConfig, rd: RunDir) -> Checkpoints:
 
 def episodes(run: RunConfig, split: str) -> EpisodeRange:
     """``data.val_batch_size`` workers: default the training-time evaluation's."""
-    from ccpo_lab.backends.verl.agent.seeds import ENV_SEED_STRIDE, VAL_OFFSET
-
     if split not in EVAL_DATASETS:
         raise UserError("the verl backend has no such split", key="--split", value=split,
                         valid=list(EVAL_DATASETS))
@@ -155,8 +166,6 @@ def eval_env_seed(run: RunConfig) -> int:
 
 def draw(run: RunConfig, rd: RunDir, setting: EvalSetting) -> dict[str, Any]:
     """The draw (no arm or seed in it): the data set, the workers and their seeding."""
-    from ccpo_lab.backends.verl.checkout import inspect_checkout
-
     s = run.backend.verl
     info = inspect_checkout(s.verl_agent_path)
     return {
@@ -183,8 +192,6 @@ def work_dir(job: EvalJobDir, target: EvalTarget, repeat: int) -> Path:
 def weights(run: RunConfig, rd: RunDir, step: int) -> tuple[str, Path | None, str | None]:
     """How step ``step`` is loaded: ``("resume", actor folder, None)``, ``("model", None,
     model path)`` or ``("base", None, None)``."""
-    from ccpo_lab.backends.verl.agent.weights import HF_DIR, read_best
-
     full = _full_checkpoints(rd)
     if step in full:
         return "resume", full[step], None
@@ -223,17 +230,6 @@ def _set(overrides: list[str], key: str, value: str) -> list[str]:
 def eval_command(run: RunConfig, rd: RunDir, target: EvalTarget, repeat: int, work: Path,
                  placement: Placement | None = None) -> TrainerCommand:
     """The trainer invocation of one repeat (nothing is written)."""
-    from ccpo_lab.backends.verl.agent.env import ENV_RUN_SEED
-    from ccpo_lab.backends.verl.command import (
-        TrainerCommand,
-        build_command,
-        experiment_name,
-        hydra_value,
-        path_value,
-    )
-
-    from .eval_hooks import ENV_EVAL_EPISODES
-
     s = target.setting
     base = build_command(run, work, resume=False, placement=placement)
     how, actor, model = weights(run, rd, target.step)
@@ -291,10 +287,8 @@ def _read_episodes(work: Path, n: int) -> list[dict[str, Any]]:
 def evaluate(run: RunConfig, rd: RunDir, target: EvalTarget, repeat: int, job: EvalJobDir,
              placement: Placement | None = None) -> RepeatResult:
     """Run verl-agent's validation of one repeat and return its episodes."""
-    from ccpo_lab.backends.verl.command import data_files
-    from ccpo_lab.backends.verl.datafiles import write_placeholder_data
-    from ccpo_lab.backends.verl.runner import LOG_NAME, _run_trainer, _start_cluster
-    from ccpo_lab.placement import this_host
+    # looked up when called: the tests replace runner._run_trainer
+    from ccpo_lab.backends.verl.runner import _run_trainer
     from ccpo_lab.runs.metrics import read_metrics, series
 
     started = time.perf_counter()
@@ -345,7 +339,5 @@ def evaluate(run: RunConfig, rd: RunDir, target: EvalTarget, repeat: int, job: E
 def worker(run: RunConfig, rd: RunDir, target: EvalTarget, job: EvalJobDir,
            placement: Placement) -> None:
     """Tasks 1..n-1 of a multi-node evaluation job: a Ray worker node for each repeat."""
-    from ccpo_lab.backends.verl.runner import worker as run_worker
-
     for _ in range(target.setting.repeats):
         run_worker(run, rd, placement)

@@ -17,6 +17,7 @@ from typing import Any
 from ccpo_lab.backends.verl.settings import VerlBackendConfig
 from ccpo_lab.config.protocol import ProtocolConfig
 from ccpo_lab.config.schema import RunConfig
+from ccpo_lab.config.yamlio import load_yaml_file
 from ccpo_lab.errors import UserError
 
 LAYOUT_FIELDS = ("model_path", "nnodes", "n_gpus_per_node", "rollout_tp", "rollout_name",
@@ -85,8 +86,6 @@ def check_sweep_layout(runs: Iterable[RunConfig]) -> None:
 
 def _layout_on_disk(config_yaml: Path) -> dict[str, Any] | None:
     import yaml
-
-    from ccpo_lab.config.yamlio import load_yaml_file
 
     try:
         doc = load_yaml_file(config_yaml) or {}

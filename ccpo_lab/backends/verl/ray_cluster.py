@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ccpo_lab.errors import UserError
+from ccpo_lab.launch.registry import placement_here
 
 RESOURCES = ("GPU", "CPU")
 
@@ -132,8 +133,6 @@ def _alive(pid: int) -> bool:
 
 def pid_file(port: int) -> Path:
     """Where ``up`` records the pids that ``down`` stops (per job and port)."""
-    from ccpo_lab.launch.registry import placement_here
-
     job = (placement_here().job_id or f"u{os.getuid()}").replace("/", "_")
     base = os.environ.get("TMPDIR") or "/tmp"
     return Path(base) / f"ccpo-lab-ray-{job}-{port}.pids"
@@ -151,8 +150,6 @@ def ray_cli() -> list[str]:
 def allocation_hosts() -> list[str]:
     """Hosts of the job this process runs in, as its launcher gives them (a Slurm
     allocation's nodes; this machine outside any job)."""
-    from ccpo_lab.launch.registry import placement_here
-
     return list(placement_here().hosts)
 
 

@@ -43,7 +43,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ccpo_lab.backends.verl import rehearsal_checks as C
+from ccpo_lab.backends.verl.checkout import inspect_checkout
+from ccpo_lab.backends.verl.command import hydra_value
+from ccpo_lab.backends.verl.tiny_model import INFO_FILE
+from ccpo_lab.config.sweep import load_sweep
+from ccpo_lab.config.yamlio import atomic_write_text
 from ccpo_lab.errors import UserError
+from ccpo_lab.launch.submit import launch_sweep
 
 SUFFIX = "-rehearsal"
 """The rehearsal's sweep name is the sweep's plus this."""
@@ -118,8 +125,6 @@ def _looks_local(path: str) -> bool:
 def check_inputs(sw: Any) -> None:
     """Bad input before anything is written: a local-backend sweep, a missing checkout or
     trainer interpreter, a local model path that does not exist (one line each)."""
-    from ccpo_lab.backends.verl.checkout import inspect_checkout
-
     cfg = sw.config
     if cfg.backend.kind != "verl":
         raise UserError("rehearse runs verl-agent's trainer: the sweep's backend must be verl "
@@ -227,8 +232,6 @@ def ensure_tiny_model(assets: Path, games: Path, checkout: Path, model_path: str
                       say: Any = print) -> tuple[Path, dict[str, Any]]:
     """The tiny model's folder (built once per key, in the trainer environment) and its
     build record (:data:`~ccpo_lab.backends.verl.tiny_model.INFO_FILE`)."""
-    from ccpo_lab.backends.verl.tiny_model import INFO_FILE
-
     cfg = Path(os.path.expanduser(model_path)) / "config.json"
     base = cfg if cfg.is_file() else None
     final = assets / f"model-{model_key(games, base, history_length, machine)}"
@@ -279,8 +282,6 @@ def rehearsal_overrides(sw: Any, device: str, machine: Machine, games: Path, mod
                         info: dict[str, Any], settings: RehearsalSettings) -> list[str]:
     """The overrides that turn the loaded sweep ``sw`` into its rehearsal (appended after
     the user's own, so they win)."""
-    from ccpo_lab.backends.verl.command import hydra_value
-
     cfg = sw.config
     s, p = cfg.backend.verl, cfg.protocol
     layout = _fit_layout(s, device, machine.gpus)
@@ -376,8 +377,6 @@ def prepare(sweep_file: str | Path, overrides: Sequence[str], results: str | Pat
             settings: RehearsalSettings, say: Any = print) -> Rehearsal:
     """Check the input (nothing written before), then build the games and the tiny model
     and load the rehearsal sweep."""
-    from ccpo_lab.config.sweep import load_sweep
-
     settings.validate()
     user = load_sweep(sweep_file, list(overrides))
     check_inputs(user)
@@ -472,8 +471,6 @@ def _count_rows(path: Path) -> int:
 def record(reh: Rehearsal, extra: dict[str, Any]) -> Path:
     """``rehearsal.json`` in the rehearsal's sweep directory: the settings, the machine,
     the model and what ran."""
-    from ccpo_lab.config.yamlio import atomic_write_text
-
     path = reh.sweep_dir / "rehearsal.json"
     doc = {"sweep_file": reh.sweep_file, "overrides": list(reh.overrides),
            "device": reh.device, "machine": asdict(reh.machine),
@@ -485,9 +482,6 @@ def record(reh: Rehearsal, extra: dict[str, Any]) -> Path:
 def run_rehearsal(reh: Rehearsal, say: Any = print) -> list[Any]:
     """Run the rehearsal's sweep through its launcher, the resume check, then every check
     of :mod:`.rehearsal_checks`; returns the checks (``rehearsal.json`` records them)."""
-    from ccpo_lab.backends.verl import rehearsal_checks as C
-    from ccpo_lab.launch.submit import launch_sweep
-
     sw, times = reh.sweep, {}
     t0 = time.monotonic()
     launch_code = launch_sweep(sw, reh.results, wait=True)

@@ -32,8 +32,18 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from ccpo_lab.backends.verl.agent.cpu import REPORT
+from ccpo_lab.backends.verl.agent.weights import HF_DIR, merge_commands, read_best
 from ccpo_lab.backends.verl.checkout import REFERENCE_COMMIT, inspect_checkout
 from ccpo_lab.backends.verl.command import TrainerCommand, build_command, data_files
+from ccpo_lab.backends.verl.datafiles import write_placeholder_data
+from ccpo_lab.backends.verl.layout import check_run_layout, check_sweep_layout
+from ccpo_lab.backends.verl.ray_cluster import (
+    ClusterSpec,
+    join_cluster,
+    start_cluster,
+    this_host_first,
+)
 from ccpo_lab.config.schema import RunConfig
 from ccpo_lab.errors import UserError
 from ccpo_lab.placement import Needs, Placement, this_host
@@ -55,8 +65,6 @@ def check_sweep(runs: list[RunConfig], run_dirs: list[RunDir | None]) -> None:
     """Before anything is written or submitted: one valid GPU layout over the sweep, the
     same as the runs already in the sweep directory (compared once,
     through the first planned run: the layout is shared by every run of a sweep)."""
-    from ccpo_lab.backends.verl.layout import check_run_layout, check_sweep_layout
-
     check_sweep_layout(runs)
     first = next(((r, d) for r, d in zip(runs, run_dirs, strict=True) if d is not None), None)
     if first is not None:
@@ -102,8 +110,6 @@ def describe(run: RunConfig, rd: RunDir, placement: Placement | None = None) -> 
 
 def _prepare(run: RunConfig, rd: RunDir, placement: Placement
              ) -> tuple[TrainerCommand, int | None]:
-    from ccpo_lab.backends.verl.datafiles import write_placeholder_data
-    from ccpo_lab.backends.verl.layout import check_run_layout
     from ccpo_lab.runs.metrics import truncate_metrics
 
     check_run_layout(run, rd.path)
@@ -134,7 +140,6 @@ def _cpu_adapter_record(run: RunConfig) -> dict[str, Any] | None:
     """``run.json["cpu_adapter"]``: what the CPU adapter changes (None on a GPU device)."""
     if run.backend.verl.device != "cpu":
         return None
-    from ccpo_lab.backends.verl.agent.cpu import REPORT
 
     return {"active": True, **REPORT}
 
@@ -241,8 +246,6 @@ def worker(run: RunConfig, rd: RunDir, placement: Placement) -> dict[str, Any]:
     When ``RAY_ADDRESS`` is set (the job script started the cluster) there is nothing to do.
     Task 0 owns the run's state; this never touches it.
     """
-    from ccpo_lab.backends.verl.ray_cluster import ClusterSpec, join_cluster
-
     s = run.backend.verl
     if s.nnodes < 2 or os.environ.get("RAY_ADDRESS"):
         return {"rank": placement.rank}
@@ -267,8 +270,6 @@ def _ray_env(run: RunConfig) -> tuple[tuple[str, str], ...]:
 
 def _start_cluster(run: RunConfig, placement: Placement) -> Any:
     """Task 0: the Ray head here; workers by ``srun`` unless every node has its own task."""
-    from ccpo_lab.backends.verl.ray_cluster import ClusterSpec, start_cluster, this_host_first
-
     s = run.backend.verl
     hosts = list(placement.hosts)
     if len(hosts) < s.nnodes:
@@ -336,8 +337,6 @@ def export_hf_models(run: RunConfig, rd: RunDir) -> dict[str, Any]:
     ``run.json["hf_model"]``; a failed merge is recorded there (and printed), not raised:
     training itself completed.
     """
-    from ccpo_lab.backends.verl.agent.weights import HF_DIR, merge_commands, read_best
-
     s = run.backend.verl
     final = latest_checkpoint(rd.checkpoints)
     cmds = merge_commands(s.python, Path(s.verl_agent_path), rd.checkpoints, rd.path, final)

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ccpo_lab.errors import UserError
+
 RAY_LIMITS: dict[str, str] = {
     "RAY_num_server_call_thread": "1",
     "RAY_num_grpc_internal_threads": "1",
@@ -89,8 +91,6 @@ class VerlBackendConfig:
 
     def validate(self, where: Any) -> None:
         """Refuse an unknown device or rollout engine, and a CPU layout the adapter lacks."""
-        from ccpo_lab.errors import UserError
-
         checks: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             ("device", self.device, DEVICES), ("rollout_name", self.rollout_name,
                                                ROLLOUT_ENGINES))
