@@ -16,7 +16,8 @@
 #     trainer module imports them), cachetools (vLLM brings it on a GPU), pillow and ALFWorld
 #     (its environment needs it), then
 #     `pip install --no-deps` of ccpo-lab plus what `ccpo_lab.backends.verl.trainer_env`
-#     lists, and its check. Rebuilt only when those inputs change.
+#     lists, and its check. Rebuilt only when those inputs change; an environment made from
+#     another work tree (another clone sharing ~/.cache) is re-pointed at this one.
 #  3. the patch check: `python -m ccpo_lab.backends.verl.agent.trainer --verl-agent CHECKOUT
 #     --check` (every patched attribute must print `ok`);
 #  4. `pytest -m "verl_agent and not rehearsal"` in that environment, over every test file
@@ -103,7 +104,14 @@ if [ ! -f "$STAMP" ]; then
   touch "$STAMP"
 else
   echo "== trainer environment $VENV is up to date"
-  # the editable install follows the work tree; nothing to do
+  # The editable install follows the work tree it was made from; another clone (CI's, a
+  # second checkout) sharing this environment re-points it at its own tree, so the trainer
+  # and its Ray workers import the code under test.
+  here="$(cd / && "$VENV/bin/python" -c 'import ccpo_lab, os; print(os.path.dirname(os.path.dirname(os.path.realpath(ccpo_lab.__file__))))' 2>/dev/null || true)"
+  if [ "$here" != "$(realpath "$REPO")" ]; then
+    echo "== the trainer environment's ccpo-lab was ${here:-missing}: installing $REPO (editable, no dependencies)"
+    "$VENV/bin/python" -m pip install -q -c "$REPO/constraints.txt" --no-deps -e "$REPO"
+  fi
 fi
 "$VENV/bin/python" -m ccpo_lab.backends.verl.trainer_env --check
 
