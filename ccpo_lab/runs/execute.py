@@ -83,9 +83,6 @@ def _interruptible() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _now() -> str:
-    return now_iso()
-
 
 def _mark(rd: RunDir, state: str, **info: Any) -> None:
     with contextlib.suppress(OSError):
@@ -113,7 +110,7 @@ def execute_run(run_dir: str | Path, placement: Placement | None = None, *,
         where = placement if placement is not None else this_host()
         _interruptible()
         attempt = _start_attempt(rd, where)
-        rd.write_state("running", started=_now(), restarts=where.restarts,
+        rd.write_state("running", started=now_iso(), restarts=where.restarts,
                        host=socket.gethostname(), pid=os.getpid(), error=None,
                        traceback=None, exit=None, rate_from=None)
         try:
@@ -126,7 +123,7 @@ def execute_run(run_dir: str | Path, placement: Placement | None = None, *,
             raise
         except SystemExit as e:
             if requeueing():
-                _mark(rd, "requeued", error=None, traceback=None, requeued=_now())
+                _mark(rd, "requeued", error=None, traceback=None, requeued=now_iso())
             else:
                 _mark(rd, "failed", error=f"SystemExit: {e.code}",
                       traceback=traceback.format_exc())

@@ -81,9 +81,6 @@ _HISTORY = 20
 """Earlier submissions kept in ``job.json``."""
 
 
-def _now() -> str:
-    return now_iso()
-
 
 @dataclass(frozen=True)
 class RunDir:
@@ -255,7 +252,7 @@ class RunDir:
         """
         if state not in RUN_STATES:
             raise ValueError(f"unknown run state {state!r}; valid: {RUN_STATES}")
-        now = _now()
+        now = now_iso()
         data = {**self.read_state(), **info, "state": state, "updated": now}
         if state == "running" and "step" in info and "rate_from" in data \
                 and data["rate_from"] is None:
@@ -273,7 +270,7 @@ class RunDir:
         history = list(old.pop("history", []))
         if old:
             history.append(old)
-        data = {"submitted": _now(), "host": socket.gethostname(), **fields,
+        data = {"submitted": now_iso(), "host": socket.gethostname(), **fields,
                 "history": history[-_HISTORY:]}
         atomic_write_json(self.job_json, data)
         return data
@@ -486,7 +483,7 @@ class SweepDir:
     def add_submission(self, **fields: Any) -> None:
         """Append one submission record (launcher, job ids, runs, time) to the manifest."""
         data = self.read_manifest()
-        data.setdefault("submissions", []).append({"time": _now(), **fields})
+        data.setdefault("submissions", []).append({"time": now_iso(), **fields})
         data["submissions"] = data["submissions"][-200:]
         self.write_manifest(data)
 
