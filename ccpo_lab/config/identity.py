@@ -14,6 +14,8 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ccpo_lab.estimators.spec import identity_params
+
 if TYPE_CHECKING:
     from ccpo_lab.config.schema import RunConfig
 
@@ -64,7 +66,8 @@ def identity_dict(run: RunConfig) -> dict[str, Any]:
     return {
         "identity_version": IDENTITY_VERSION,
         "seed": run.seed,
-        "estimator": {"name": run.estimator.name, "params": to_plain(run.estimator.params)},
+        "estimator": {"name": run.estimator.name, "params": to_plain(
+            identity_params(run.estimator.name, run.estimator.params))},
         "protocol": to_plain(run.protocol, identity_only=True),
         "backend": {
             "kind": run.backend.kind,

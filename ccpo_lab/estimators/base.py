@@ -17,13 +17,20 @@ class EstimatorOutput:
     """What every estimator returns for a batch of ``N`` rows."""
 
     advantages: torch.Tensor
-    """``(N,)`` ``A = A_ep + step_advantage_w * A_step``, in the dtype of ``batch.reward``."""
+    """``(M,)`` ``A = A_ep + step_advantage_w * A_step``, one per row of the passed batch
+    (``batch.passed``; ``M = N`` without ``rows``), in the dtype of ``batch.reward``
+    (float32 under ``semantics = as-run``, the reference trainers' dtype)."""
     diagnostics: dict[str, float]
     """Scalar diagnostics of this batch (NaN where undefined)."""
     episode_term: torch.Tensor = field(repr=False)
-    """``(N,)`` the episode term ``A_ep`` (reward dtype)."""
+    """``(M,)`` the episode term ``A_ep``."""
     step_term: torch.Tensor = field(repr=False)
-    """``(N,)`` the step term ``A_step`` before ``step_advantage_w`` (zeros for GRPO)."""
+    """``(M,)`` the step term ``A_step`` before ``step_advantage_w`` (zeros for GRPO)."""
+
+    def take(self, rows: torch.Tensor) -> EstimatorOutput:
+        """The output for ``rows`` (``(M,)`` indices into these rows)."""
+        return EstimatorOutput(self.advantages[rows], self.diagnostics,
+                               self.episode_term[rows], self.step_term[rows])
 
 
 class Estimator(ABC):
@@ -47,15 +54,28 @@ class Estimator(ABC):
         return self.config.as_dict()
 
     def __call__(self, batch: StepBatch) -> EstimatorOutput:
-        """Advantages for ``batch`` (a :class:`StepBatch` of ``N`` rows)."""
+        """Advantages for ``batch`` (a :class:`StepBatch`): one per passed row.
+
+        ``semantics = described``: :meth:`compute` on the ``N`` unique rows, each padding
+        copy given its row's result; ``as-run``: :meth:`compute_as_run` on the passed
+        batch itself.
+        """
         if not isinstance(batch, StepBatch):
             raise TypeError(f"expected a StepBatch, got {type(batch).__name__}")
         with torch.no_grad():
-            return self.compute(batch)
+            if self.config.semantics == "as-run":
+                return self.compute_as_run(batch)
+            out = self.compute(batch)
+            return out if batch.rows is None else out.take(batch.passed)
 
     @abstractmethod
     def compute(self, batch: StepBatch) -> EstimatorOutput:
-        """Compute the advantages (called under ``torch.no_grad()``)."""
+        """The method as described, on the ``N`` unique rows (under ``torch.no_grad()``)."""
+
+    def compute_as_run(self, batch: StepBatch) -> EstimatorOutput:
+        """What the reference trainer computed on the passed batch (``M`` rows); only
+        estimators whose parameters say ``AS_RUN`` implement it."""
+        raise NotImplementedError(f"estimator {self.name!r} has no as-run form")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.params!r})"

@@ -62,7 +62,13 @@ class StepBatch:
       a list of numbers becomes float64);
     - ``valid``: ``(N,)`` bool, whether the action was admissible (an invalid row is
       penalised by the estimator's ``invalid_penalty``);
-    - ``phi``: optional ``(N, d)`` float features (float16/bfloat16 are upcast to float32).
+    - ``phi``: optional ``(N, d)`` float features (float16/bfloat16 are upcast to float32);
+    - ``rows``: optional ``(M,)`` int, the batch the trainer really passed, as indices of
+      these rows in the trainer's order (after verl's load balancing), a row appearing
+      once more for each padding copy verl-agent made of it (``adjust_batch``); every row
+      appears at least once. None: each row once, in the order given. Estimators return
+      one advantage per passed row (``M``); an ``as-run`` estimator computes on the passed
+      batch itself (copies counted, the rows' positions read as the reference reads them).
 
     Invalid input raises :class:`~ccpo_lab.estimators.errors.BatchError` naming the field.
     After construction ``reward``, ``step``, ``valid`` and ``phi`` are torch tensors on the
@@ -76,6 +82,7 @@ class StepBatch:
     reward: Any
     valid: Any
     phi: Any = None
+    rows: Any = None
 
     n: int = field(init=False)
     """Number of rows."""
@@ -100,6 +107,10 @@ class StepBatch:
     """``(n_tasks,)`` the task ids, indexed by code."""
     traj_names: np.ndarray = field(init=False)
     """``(n_traj,)`` the trajectory ids, indexed by code."""
+    passed: torch.Tensor = field(init=False)
+    """``(M,)`` int64 the passed batch as row indices (``rows``, or ``arange(N)``)."""
+    n_passed: int = field(init=False)
+    """``M``: rows of the passed batch (``N`` plus the padding copies)."""
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -127,6 +138,9 @@ class StepBatch:
         put(self, "traj_index", torch.as_tensor(traj, device=device))
         put(self, "obs_index", torch.as_tensor(obs, device=device))
         put(self, "step_index", self.step)
+        passed = self._passed(n, device)
+        put(self, "passed", passed)
+        put(self, "n_passed", int(passed.numel()))
         self._check_trajectories()
 
     # -- field conversion --------------------------------------------------------------
@@ -194,6 +208,23 @@ class StepBatch:
             raise BatchError("features must be finite", key="phi")
         return p.to(device)
 
+    def _passed(self, n: int, device: torch.device) -> torch.Tensor:
+        if self.rows is None:
+            return torch.arange(n, device=device)
+        arr = _as_numpy(self.rows)
+        if arr.ndim != 1 or arr.dtype.kind not in "iu":
+            raise BatchError(f"expected a 1-d array of row indices, got shape "
+                             f"{tuple(arr.shape)} dtype {arr.dtype}", key="rows")
+        arr = arr.astype(np.int64)
+        if arr.size and (arr.min() < 0 or arr.max() >= n):
+            bad = int(arr[(arr < 0) | (arr >= n)][0])
+            raise BatchError(f"row index out of range [0, {n})", key="rows", value=bad)
+        seen = np.bincount(arr, minlength=n)
+        if (seen == 0).any():
+            raise BatchError("every row must be passed at least once (copies are extra)",
+                             key="rows", value=int(np.flatnonzero(seen == 0)[0]))
+        return torch.as_tensor(arr, device=device)
+
     # -- trajectory structure ----------------------------------------------------------
     def _check_trajectories(self) -> None:
         put = object.__setattr__
@@ -240,5 +271,6 @@ class StepBatch:
 
     def __repr__(self) -> str:
         phi = None if self.phi is None else tuple(self.phi.shape)
-        return (f"StepBatch(rows={self.n}, tasks={self.n_tasks}, trajectories={self.n_traj}, "
-                f"reward={self.reward.dtype}, phi={phi})")
+        passed = "" if self.rows is None else f", passed={self.n_passed}"
+        return (f"StepBatch(rows={self.n}{passed}, tasks={self.n_tasks}, "
+                f"trajectories={self.n_traj}, reward={self.reward.dtype}, phi={phi})")

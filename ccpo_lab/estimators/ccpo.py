@@ -38,6 +38,14 @@ from __future__ import annotations
 
 import torch
 
+from ccpo_lab.estimators.asrun import (
+    episode_rewards32,
+    episode_term32,
+    occurrences,
+    penalties32,
+    standardise_credited32,
+    step_returns32,
+)
 from ccpo_lab.estimators.base import Estimator, EstimatorOutput
 from ccpo_lab.estimators.batch import StepBatch
 from ccpo_lab.estimators.ccpo_credit import Credit, credit_pass
@@ -82,60 +90,111 @@ def node_values(batch: StepBatch, episode_reward: torch.Tensor, node: torch.Tens
 
 
 class CCPO(Estimator):
-    """Episode term unchanged; the step term of the module docstring."""
+    """Episode term unchanged; the step term of the module docstring.
+
+    As run (:meth:`compute_as_run`), what the CCPO authors' trainer computed on the
+    passed batch (:mod:`ccpo_lab.estimators.asrun`): the episode term as verl-agent's
+    ``episode_norm_reward`` (float32, copies counted); the step term on the occurrences of
+    the passed batch, each row's turn index, successor and ``T - t`` taken from its
+    position among its trajectory's passed rows (copies are extra turns; node values,
+    buckets, peers, the context block and the whitening all see them), the return target
+    the true-order step return verl-agent computed before padding; float64 as the
+    authors' numpy, then float32 for their per-task standardisation of the credited rows
+    (``torch.mean`` / ``torch.std`` in batch order) and the sum.
+    """
 
     config: CCPOParams
 
     def compute(self, batch: StepBatch) -> EstimatorOutput:
         cfg = self.config
-        if cfg.needs_features() and batch.phi is None:
+        self._check_features(batch)
+        reward = batch.reward.to(torch.float64)
+        r_ep = episode_scores(reward, batch)
+        pen = row_penalties(batch, cfg.invalid_penalty)
+        a_ep = episode_term(r_ep - pen, batch, cfg.mode, cfg.epsilon)
+        g = discounted_returns(reward, batch, cfg.gamma) - pen
+        step, credit, level, node, n_nodes = self._step_term(batch, r_ep, pen, g)
+        if self._standardises():
+            step = zscore_in_groups(step, batch.task_index, batch.n_tasks, cfg.epsilon,
+                                    credit.credited, small="keep")
+        adv = a_ep + cfg.step_advantage_w * step
+        diag = self._diagnostics(batch, credit, level, node, n_nodes, a_ep, step)
+        dtype = batch.reward.dtype
+        return EstimatorOutput(advantages=adv.to(dtype), diagnostics=diag,
+                               episode_term=a_ep.to(dtype), step_term=step.to(dtype))
+
+    def compute_as_run(self, batch: StepBatch) -> EstimatorOutput:
+        cfg = self.config
+        self._check_features(batch)
+        occ = occurrences(batch)
+        src = batch.passed.cpu()
+        a_ep = episode_term32(batch, cfg.invalid_penalty, cfg.mode, cfg.epsilon)
+        r_ep = episode_rewards32(batch).to(torch.float64)[src]
+        pen = row_penalties(occ, cfg.invalid_penalty)
+        g = (step_returns32(batch, cfg.gamma)
+             - penalties32(batch, cfg.invalid_penalty))[src].to(torch.float64)
+        step, credit, level, node, n_nodes = self._step_term(occ, r_ep, pen, g,
+                                                             torch.float64)
+        step32 = step.to(torch.float32)
+        if self._standardises():
+            step32 = standardise_credited32(step32, occ.task_index, credit.credited,
+                                            cfg.epsilon)
+        adv = a_ep + cfg.step_advantage_w * step32
+        diag = self._diagnostics(occ, credit, level, node, n_nodes, a_ep.double(),
+                                 step32.double())
+        diag["passed_rows"] = float(batch.n_passed)
+        return EstimatorOutput(advantages=adv, diagnostics=diag, episode_term=a_ep,
+                               step_term=step32)
+
+    def _check_features(self, batch: StepBatch) -> None:
+        if self.config.needs_features() and batch.phi is None:
             raise MissingFeaturesError(
                 "this CCPO configuration needs the features phi (gate=global or rho > 0 "
                 "uses the kernel baseline) and the batch has none", key="phi",
                 detail="pass StepBatch(phi=...) (the reference policy's hidden states, "
                 "(N, d)), or use gate=hard with rho=0, where phi does not matter")
-        reward = batch.reward.to(torch.float64)
-        r_ep = episode_scores(reward, batch)
-        pen = row_penalties(batch, cfg.invalid_penalty)
-        a_ep = episode_term(r_ep - pen, batch, cfg.mode, cfg.epsilon)
+
+    def _standardises(self) -> bool:
+        cfg = self.config
+        return cfg.step_norm == "task" or (cfg.step_norm == "mode"
+                                           and cfg.mode == "mean_std_norm")
+
+    def _step_term(self, batch: StepBatch, r_ep: torch.Tensor, pen: torch.Tensor,
+                   g: torch.Tensor, feat_dtype: torch.dtype | None = None
+                   ) -> tuple[torch.Tensor, Credit, torch.Tensor, torch.Tensor, int]:
+        """The step term before its standardisation, ``(N,)`` float64, with the credit,
+        the levels and the hard buckets. ``r_ep``, ``pen``, ``g``: ``(N,)`` float64
+        episode rewards, penalties and penalised step returns of ``batch``'s rows."""
+        cfg = self.config
         node, n_nodes = anchor_buckets(batch)
-        need_values = cfg.target == "successor-node" or cfg.edge_w > 0
         v_next = v_cur = None
-        if need_values:
+        if cfg.target == "successor-node" or cfg.edge_w > 0:
             v_next, v_cur = node_values(batch, r_ep, node, n_nodes, cfg.gamma,
                                         cfg.success_value)
         if cfg.target == "successor-node":
             assert v_next is not None
             tgt = v_next - pen
         else:
-            tgt = discounted_returns(reward, batch, cfg.gamma) - pen
+            tgt = g
         feats = None
         if batch.phi is not None:
             first = node if cfg.gate == "hard" else batch.task_index
             order = torch.arange(batch.n, device=node.device)
             for key in (batch.step_index, batch.traj_index, first):
                 order = order[torch.argsort(key[order], stable=True)]
-            feats = build_features(batch, cfg.whiten_k, cfg.phi, cfg.ctx_w, order)
+            feats = build_features(batch, cfg.whiten_k, cfg.phi, cfg.ctx_w, order,
+                                   feat_dtype)
         credit, level = self._credit(batch, node, n_nodes, tgt, feats)
-        on = credit.credited
         lam = credit.lam
         raw = tgt - (lam * credit.b_loo + (1.0 - lam) * credit.b_obs)
         if cfg.jweight_c > 0:
             raw = raw * credit.j / (credit.j + cfg.jweight_c)
-        step = torch.where(on, raw, torch.zeros_like(raw))
+        step = torch.where(credit.credited, raw, torch.zeros_like(raw))
         if cfg.edge_w > 0:
             assert v_next is not None and v_cur is not None
             step = step + cfg.edge_w * zscore_in_groups(v_next - v_cur, batch.task_index,
                                                         batch.n_tasks, cfg.epsilon)
-        if cfg.step_norm == "task" or (cfg.step_norm == "mode"
-                                       and cfg.mode == "mean_std_norm"):
-            step = zscore_in_groups(step, batch.task_index, batch.n_tasks, cfg.epsilon, on,
-                                    small="keep")
-        adv = a_ep + cfg.step_advantage_w * step
-        diag = self._diagnostics(batch, credit, level, node, n_nodes, a_ep, step)
-        dtype = batch.reward.dtype
-        return EstimatorOutput(advantages=adv.to(dtype), diagnostics=diag,
-                               episode_term=a_ep.to(dtype), step_term=step.to(dtype))
+        return step, credit, level, node, n_nodes
 
     def _credit(self, batch: StepBatch, node: torch.Tensor, n_nodes: int, tgt: torch.Tensor,
                 feats: Features | None) -> tuple[Credit, torch.Tensor]:

@@ -2,11 +2,16 @@
 
 Whitening (as the reference ``whiten_feats``): centre the batch, remove the top
 ``whiten_k`` principal directions, L2-normalise each row (floor 1e-9); a batch of one
-row is left as it is, and nothing is removed unless ``N > whiten_k``. The directions
-come from an exact eigendecomposition of the small Gram/covariance matrix when
-``min(N, d) <= EXACT_LIMIT`` and otherwise from randomized subspace iteration with a
-fixed-seed ``torch.Generator`` (oversampling 10, power iterations until the top Ritz
-values settle): no full SVD of the ``N x d`` matrix.
+row is left as it is, and nothing is removed unless ``N > whiten_k``. The directions are
+the EXACT top-``k`` subspace, as the reference's SVD gives it (to :data:`CERTIFY_SIN` in
+the projection), even when the top singular values are nearly tied: an exact
+eigendecomposition of the small Gram/covariance matrix when ``min(N, d) <=
+EXACT_LIMIT``; otherwise randomized subspace iteration with a fixed-seed
+``torch.Generator`` (oversampling 10, power iterations until the top Ritz values settle),
+whose result is then certified in float64 (:func:`certified_directions`: Rayleigh-Ritz
+on ``k + 1`` Ritz vectors, residual bound over the ``k``/``k+1`` gap) and, when the
+certificate fails (a nearly tied spectrum), replaced by the exact eigendecomposition of
+the float64 covariance (or Gram) matrix.
 
 Arithmetic runs in float64 when ``phi`` is float64 or small (``N*d <= SMALL_ELEMENTS``)
 and in float32 otherwise, to keep the extra memory near one copy of ``phi``.
@@ -38,6 +43,9 @@ OVERSAMPLE = 10
 MAX_POWER_ITERS = 8
 NEAR_D2 = 1e-4
 """Squared distances below this are recomputed by direct differences in float64."""
+CERTIFY_SIN = 1e-7
+"""Largest sine of the angle between the whitening subspace and the exact one accepted
+from the randomized path (a Davis-Kahan bound: residual norm over the Ritz gap)."""
 ROW_CHUNK = 1024
 PASS_CHUNK = 256
 """Rows per chunk of a fused pass over the feature buffer (small enough to stay in cache:
@@ -112,7 +120,8 @@ def randomized(n: int, d: int) -> bool:
 
 
 def top_directions(x: torch.Tensor, k: int, seed: int = 0,
-                   first: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+                   first: tuple[torch.Tensor, torch.Tensor] | None = None,
+                   extra: int = 0) -> torch.Tensor:
     """Top ``k`` right singular vectors of ``x``: ``(d, k')`` orthonormal, ``k' <= k``.
 
     ``x``: ``(N, d)`` centred rows. Exact (eigendecomposition of the ``min(N, d)``-sized
@@ -121,7 +130,8 @@ def top_directions(x: torch.Tensor, k: int, seed: int = 0,
     iteration (:func:`_power_step`; Householder QR when that is rank-deficient). Directions
     with zero singular value are dropped (they do not change a projection). ``first``: the
     products of the first pass (``x`` times :func:`sketch`), when the caller computed them
-    while writing ``x``.
+    while writing ``x``. ``extra``: Ritz vectors returned beyond ``k`` on the randomized
+    path (for :func:`certified_directions`), float64 there.
     """
     n, d = x.shape
     if not randomized(n, d):
@@ -153,8 +163,85 @@ def top_directions(x: torch.Tensor, k: int, seed: int = 0,
         prev = s
         z = step(z)
     u, s, _ = torch.linalg.svd(z, full_matrices=False)
+    if extra:
+        return u[:, :k + extra]
     keep = s[:k] > 1e-12 * float(s[0].clamp_min(1e-300))
     return u[:, :k][:, keep].to(x.dtype)
+
+
+def _centred64(phi: torch.Tensor, centre: torch.Tensor, rows: slice) -> torch.Tensor:
+    return phi[rows].to(torch.float64) - centre
+
+
+def _apply_cov(phi: torch.Tensor, centre: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """``C u`` in float64, ``C = X^T X`` of ``X = phi - centre`` (``phi`` ``(N, d)``, any
+    float dtype; ``centre`` ``(d,)`` and ``u`` ``(d, m)`` float64), chunk by chunk."""
+    w = torch.zeros_like(u)
+    for r in range(0, phi.shape[0], PASS_CHUNK):
+        xd = _centred64(phi, centre, slice(r, r + PASS_CHUNK))
+        w += xd.T @ (xd @ u)
+    return w
+
+
+def exact_directions(phi: torch.Tensor, centre: torch.Tensor, k: int) -> torch.Tensor:
+    """``(d, k')`` float64: the exact top-``k`` right singular vectors of ``phi - centre``
+    (``phi`` ``(N, d)``, ``centre`` ``(d,)`` float64), from ``eigh`` of the float64
+    covariance (``N > d``) or Gram (``N <= d``) matrix; zero directions dropped."""
+    n, d = phi.shape
+    if n > d:
+        cov = torch.zeros((d, d), dtype=torch.float64, device=phi.device)
+        for r in range(0, n, ROW_CHUNK):
+            xd = _centred64(phi, centre, slice(r, r + ROW_CHUNK))
+            cov.addmm_(xd.T, xd)
+        evals, evecs = torch.linalg.eigh(cov)
+        evals, v = evals.flip(0)[:k], evecs.flip(1)[:, :k]
+    else:
+        xd = _centred64(phi, centre, slice(0, n))
+        evals, evecs = torch.linalg.eigh(xd @ xd.T)
+        evals, evecs = evals.flip(0)[:k], evecs.flip(1)[:, :k]
+        v = (xd.T @ evecs) / evals.clamp_min(1e-300).sqrt()
+    keep = evals > 1e-12 * float(evals.max().clamp_min(1e-300))
+    return v[:, keep]
+
+
+def certified_directions(phi: torch.Tensor, centre: torch.Tensor, ritz: torch.Tensor,
+                         k: int) -> torch.Tensor | None:
+    """The top-``k`` directions refined from ``ritz`` (``(d, k + 1)`` float64 orthonormal
+    Ritz vectors of the randomized path), or None when they cannot be certified.
+
+    Rayleigh-Ritz of the float64 covariance of ``phi - centre`` on ``ritz``: eigenpairs
+    ``(theta_i, u_i)`` and residuals ``r_i = C u_i - theta_i u_i``. Accepted when
+    ``||[r_1..r_k]||_F / (theta_k - theta_{k+1} - ||r_{k+1}||) <= CERTIFY_SIN`` (a
+    Davis-Kahan bound on the sine of the angle to the exact subspace, with the
+    ``k + 1``-th Ritz value standing for the rest of the spectrum).
+    """
+    w = _apply_cov(phi, centre, ritz)
+    theta, rot = torch.linalg.eigh(ritz.T @ w)
+    theta, rot = theta.flip(0), rot.flip(1)
+    u, cu = ritz @ rot, w @ rot
+    res = torch.linalg.vector_norm(cu - u * theta, dim=0)
+    gap = float(theta[k - 1] - theta[k] - res[k])
+    if gap <= 0 or float(torch.linalg.vector_norm(res[:k])) > CERTIFY_SIN * gap:
+        return None
+    keep = theta[:k] > 1e-12 * float(theta[0].clamp_min(1e-300))
+    return u[:, :k][:, keep]
+
+
+def whitening_directions(x: torch.Tensor, phi: torch.Tensor, centre: torch.Tensor, k: int,
+                         first: tuple[torch.Tensor, torch.Tensor] | None = None
+                         ) -> torch.Tensor:
+    """``(d, k')`` the exact top-``k`` directions of the centred ``phi`` (module docstring),
+    in ``x``'s dtype. ``x``: ``(N, d)`` the centred rows in the work dtype (what the
+    randomized search reads); ``phi``: the raw rows (any order); ``centre``:
+    ``(d,)`` float64 mean of ``phi``."""
+    n, d = x.shape
+    if not randomized(n, d):
+        return top_directions(x, k)
+    ritz = top_directions(x, k, first=first, extra=1)
+    v = certified_directions(phi, centre, ritz, k) if ritz.shape[1] > k else None
+    if v is None:
+        v = exact_directions(phi, centre, k)
+    return v.to(x.dtype)
 
 
 def _remove_(blk: torch.Tensor, vt: torch.Tensor | None) -> None:
@@ -277,8 +364,9 @@ class Features:
 
 
 def build_features(batch: StepBatch, whiten_k: int, mode: str, ctx_w: float,
-                   order: torch.Tensor) -> Features:
-    """Features of ``batch.phi`` (``(N, d)``), stored in the row ``order`` (``(N,)``).
+                   order: torch.Tensor, dtype: torch.dtype | None = None) -> Features:
+    """Features of ``batch.phi`` (``(N, d)``), stored in the row ``order`` (``(N,)``), in
+    ``dtype`` (default: the work dtype, :func:`_work_dtype`).
 
     One ``(N, D)`` buffer in the work dtype is the only large allocation. Passes over it:
     ``phi`` copied in ``order`` and centred, one per power iteration of the whitening
@@ -290,10 +378,11 @@ def build_features(batch: StepBatch, whiten_k: int, mode: str, ctx_w: float,
     n, d = phi.shape
     with_ctx = mode == "hidden+ctx" and ctx_w > 0
     width = d + (CTX_DIM if with_ctx else 0)
-    dt = _work_dtype(phi)
+    dt = dtype or _work_dtype(phi)
     f = torch.empty((n, width), dtype=dt, device=phi.device)
     x = f[:, :d]
-    centre = phi.mean(0, dtype=dt) if n >= 2 else None
+    centre64 = phi.mean(0, dtype=torch.float64) if n >= 2 else None
+    centre = None if centre64 is None else centre64.to(dt)
     fuse = centre is not None and whiten_k > 0 and n > whiten_k and randomized(n, d)
     acc = _NormalProducts(sketch(d, whiten_k, n, dt, phi.device), dt) if fuse else None
     for r in range(0, n, PASS_CHUNK):
@@ -309,7 +398,9 @@ def build_features(batch: StepBatch, whiten_k: int, mode: str, ctx_w: float,
     ctx = ctx_w * context_block(batch) if with_ctx else None
     v = None
     if centre is not None and whiten_k > 0 and n > whiten_k:
-        v = top_directions(x, whiten_k, first=None if acc is None else acc.result())
+        assert centre64 is not None
+        v = whitening_directions(x, phi, centre64, whiten_k,
+                                 first=None if acc is None else acc.result())
     vt = None if v is None else v.T.contiguous()
     for r in range(0, n, PASS_CHUNK):
         blk = x[r:r + PASS_CHUNK]

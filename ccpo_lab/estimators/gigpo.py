@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import torch
 
+from ccpo_lab.estimators.asrun import (
+    anchor_groups,
+    episode_term32,
+    penalties32,
+    step_returns32,
+    verl_normalise,
+)
 from ccpo_lab.estimators.base import Estimator, EstimatorOutput
 from ccpo_lab.estimators.batch import StepBatch
 from ccpo_lab.estimators.grouping import (
@@ -41,6 +48,10 @@ class GiGPO(Estimator):
     its anchor bucket ``(task_uid, anchor_obs)``; the bucket mean includes the row itself,
     the standard deviation is unbiased, and a singleton bucket gives 0 (GiGPO's
     ``step_norm_reward``).
+
+    As run (:meth:`compute_as_run`): verl-agent's ``compute_gigpo_outcome_advantage`` on the
+    passed batch, in float32: the copies count in the task groups and the anchor buckets;
+    each row's step return is the one verl-agent computed before padding (true turn order).
     """
 
     config: GiGPOParams
@@ -59,3 +70,17 @@ class GiGPO(Estimator):
         dtype = batch.reward.dtype
         return EstimatorOutput(advantages=adv.to(dtype), diagnostics=diag,
                                episode_term=a_ep.to(dtype), step_term=a_step.to(dtype))
+
+    def compute_as_run(self, batch: StepBatch) -> EstimatorOutput:
+        cfg = self.config
+        a_ep = episode_term32(batch, cfg.invalid_penalty, cfg.mode, cfg.epsilon)
+        g = (step_returns32(batch, cfg.gamma) - penalties32(batch, cfg.invalid_penalty))
+        bucket = anchor_groups(batch)
+        a_step = verl_normalise(g[batch.passed.cpu()], bucket, cfg.mode, cfg.epsilon,
+                                singleton="self")
+        adv = a_ep + cfg.step_advantage_w * a_step
+        diag = {"adv_ep_absmean": abs_mean(a_ep), "adv_step_absmean": abs_mean(a_step),
+                "passed_rows": float(batch.n_passed),
+                **bucket_diagnostics(torch.bincount(bucket))}
+        return EstimatorOutput(advantages=adv, diagnostics=diag, episode_term=a_ep,
+                               step_term=a_step)

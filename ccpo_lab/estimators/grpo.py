@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from ccpo_lab.estimators.asrun import episode_term32
 from ccpo_lab.estimators.base import Estimator, EstimatorOutput
 from ccpo_lab.estimators.batch import StepBatch
 from ccpo_lab.estimators.grouping import episode_scores, episode_term, row_penalties
@@ -25,6 +26,9 @@ class GRPO(Estimator):
     last response token. Statistics run over the rows of each task group (a singleton
     group has mean 0, std 1; the standard deviation is unbiased; a constant group gives
     0). ``mode=mean_norm`` drops the division. ``gamma`` is unused.
+
+    As run (:meth:`compute_as_run`): verl's ``compute_grpo_outcome_advantage`` as verl-agent
+    calls it, on the passed batch (every copy counts in its group), in float32.
     """
 
     config: GRPOParams
@@ -40,3 +44,11 @@ class GRPO(Estimator):
         return EstimatorOutput(advantages=a_ep.to(dtype), diagnostics=diag,
                                episode_term=a_ep.to(dtype),
                                step_term=torch.zeros_like(batch.reward))
+
+    def compute_as_run(self, batch: StepBatch) -> EstimatorOutput:
+        cfg = self.config
+        a_ep = episode_term32(batch, cfg.invalid_penalty, cfg.mode, cfg.epsilon)
+        diag = {"adv_ep_absmean": abs_mean(a_ep), "n_tasks": float(batch.n_tasks),
+                "n_trajectories": float(batch.n_traj), "passed_rows": float(batch.n_passed)}
+        return EstimatorOutput(advantages=a_ep, diagnostics=diag, episode_term=a_ep,
+                               step_term=torch.zeros_like(a_ep))

@@ -28,15 +28,20 @@ P = TypeVar("P", bound="EstimatorParams")
 
 _KINDS: dict[str, type] = {"float": float, "int": int, "bool": bool, "str": str}
 
+SEMANTICS = ("described", "as-run")
+"""The values of every estimator's ``semantics`` parameter."""
+
 
 def param(default: Any, *, choices: tuple[str, ...] | None = None, low: float | None = None,
           high: float | None = None, low_open: bool = False,
-          protocol: str | None = None) -> Any:
+          protocol: str | None = None, identity: bool | str = True) -> Any:
     """A parameter field: ``default`` plus its valid values (``choices`` for a ``str``,
     ``[low, high]`` for a number, ``low`` excluded when ``low_open``) and, for a parameter
-    whose value is the protocol's, the ``protocol`` key it is bound to."""
+    whose value is the protocol's, the ``protocol`` key it is bound to. ``identity=
+    "non-default"``: the parameter enters a run's identity only when it differs from its
+    default (a parameter added later leaves the ids of existing runs unchanged)."""
     meta = {"choices": choices, "low": low, "high": high, "low_open": low_open,
-            "protocol": protocol}
+            "protocol": protocol, "identity": identity}
     return dataclasses.field(default=default, metadata=meta)
 
 
@@ -62,6 +67,8 @@ class Param:
     """Whether ``low`` itself is excluded."""
     protocol: str | None = None
     """Protocol key this parameter takes its value from (arms cannot set it)."""
+    identity: bool | str = True
+    """Whether it enters run identity: True, or "non-default" (only when not the default)."""
 
     @property
     def valid(self) -> str:
@@ -157,7 +164,15 @@ class EstimatorParams:
     """Invalid-action penalty coef (verl-agent's invalid_action_penalty_coef; 0 = off):
     subtracted from the episode score and the step return of the invalid row itself.
     Set by the protocol's invalid_action_penalty, not by arms."""
+    semantics: str = param("described", choices=SEMANTICS, identity="non-default")
+    """What is computed: described = the method as written (each turn once, in its true
+    turn order, in float64); as-run = exactly what the trainer behind the published numbers
+    computed on the batch it really passed (verl-agent's padding copies counted, the rows in
+    the batch's order after load balancing, the reference's float32 where it used it; see
+    docs/estimators.md)."""
 
+    AS_RUN: ClassVar[bool] = False
+    """Whether this estimator has an as-run form (a reference trainer to reproduce)."""
     VERL_STEP_ADVANTAGE_W: ClassVar[float] = 1.0
     """``algorithm.gigpo.step_advantage_w`` written for an estimator without a step term
     (verl-agent's own default)."""
@@ -183,7 +198,18 @@ class EstimatorParams:
                 raise ParamError(f"unknown parameter for estimator {estimator!r}", file=file,
                                  key=f"{prefix}.{key}", valid=sorted(spec))
             out[key] = spec[key].check(value, file=file, key=f"{prefix}.{key}")
+        if out.get("semantics") == "as-run" and not cls.AS_RUN:
+            raise ParamError(f"estimator {estimator!r} has no as-run form (no reference "
+                             "trainer whose batch pipeline it reproduces)", file=file,
+                             key=f"{prefix}.semantics", value="as-run", valid=["described"])
         return cls(**out)
+
+    def identity_dict(self) -> dict[str, Any]:
+        """The parameters that enter run identity: every one, except a parameter marked
+        ``identity="non-default"`` while it holds its default."""
+        specs = {p.name: p for p in self.specs()}
+        return {k: v for k, v in self.as_dict().items()
+                if not (specs[k].identity == "non-default" and v == specs[k].default)}
 
     def as_dict(self) -> dict[str, Any]:
         """Every parameter (defaults included), in field order."""
@@ -224,7 +250,7 @@ def _specs(cls: type[EstimatorParams]) -> tuple[Param, ...]:
         m = f.metadata
         out.append(Param(f.name, kind, f.default, docs.get(f.name, ""), m.get("choices"),
                          m.get("low"), m.get("high"), bool(m.get("low_open", False)),
-                         m.get("protocol")))
+                         m.get("protocol"), m.get("identity", True)))
     _SPECS[cls] = tuple(out)
     return _SPECS[cls]
 
@@ -234,10 +260,14 @@ def _specs(cls: type[EstimatorParams]) -> tuple[Param, ...]:
 class GRPOParams(EstimatorParams):
     """Episode term only: the group-normalised episode score (verl-agent's GRPO)."""
 
+    AS_RUN: ClassVar[bool] = True
+
 
 @dataclass(frozen=True)
 class GiGPOParams(EstimatorParams):
     """Episode term + anchor-state step term (verl-agent's GiGPO)."""
+
+    AS_RUN: ClassVar[bool] = True
 
     step_advantage_w: float = param(1.0)
     """Weight of the step term: A = A_ep + step_advantage_w * A_step."""

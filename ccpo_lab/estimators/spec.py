@@ -150,6 +150,12 @@ def resolve_params(name: Any, params: Mapping[str, Any], *, file: str | None = N
     return typed_params(name, params, file=file, prefix=prefix).as_dict()
 
 
+def identity_params(name: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The resolved parameters of ``name`` that enter run identity (a parameter marked
+    ``identity="non-default"`` is left out while it holds its default)."""
+    return typed_params(name, params).identity_dict()
+
+
 def protocol_bound(name: str) -> dict[str, str]:
     """``{parameter: protocol key}`` of the parameters of ``name`` set by the protocol."""
     return {p.name: p.protocol for p in entry(name).params.specs() if p.protocol}

@@ -44,7 +44,8 @@ def test_child_with_other_estimator_drops_parent_params(workdir: Path) -> None:
     arm = load_arm("child", workdir / "arms")
     assert arm.estimator.name == "gigpo"
     assert arm.estimator.params == {"gamma": 0.95, "mode": "mean_std_norm", "epsilon": 1e-6,
-                                    "invalid_penalty": 0.1, "step_advantage_w": 0.5}
+                                    "invalid_penalty": 0.1, "semantics": "described",
+                                    "step_advantage_w": 0.5}
 
 
 def test_training_overrides_apply_to_protocol(workdir: Path) -> None:

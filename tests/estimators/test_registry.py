@@ -90,7 +90,8 @@ def test_toy_validates_and_runs(toy: str) -> None:
     assert toy in available_estimators() and toy in ESTIMATOR_PARAMS
     est = get_estimator(toy, scale=3.0)
     assert est.params == {"gamma": 0.95, "mode": "mean_std_norm", "epsilon": 1e-6,
-                          "invalid_penalty": 0.1, "scale": 3.0, "kind": "plain"}
+                          "invalid_penalty": 0.1, "semantics": "described", "scale": 3.0,
+                          "kind": "plain"}
     assert est(batch()).advantages.tolist() == [3.0, 3.0, 9.0]
     assert get_estimator(toy, kind="negated")(batch()).advantages.tolist() == [-2.0, -2.0, -6.0]
     with pytest.raises(ParamError) as err:

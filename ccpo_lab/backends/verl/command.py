@@ -45,7 +45,7 @@ from ccpo_lab.backends.verl.agent.env import (
 from ccpo_lab.backends.verl.checkout import CheckoutInfo, inspect_checkout
 from ccpo_lab.config.schema import RunConfig
 from ccpo_lab.errors import UserError
-from ccpo_lab.estimators.spec import typed_params
+from ccpo_lab.estimators.spec import identity_params, typed_params
 from ccpo_lab.placement import Placement
 from ccpo_lab.runs.wandb_run import verl_logging
 
@@ -122,8 +122,9 @@ def estimator_overrides(run: RunConfig) -> list[str]:
     est = run.estimator
     out = [f"algorithm.adv_estimator={est.name}",
            f"++algorithm.ccpo_lab.estimator={est.name}"]
-    for k in sorted(est.params):
-        out.append(f"++algorithm.ccpo_lab.params.{k}={hydra_value(est.params[k])}")
+    params = identity_params(est.name, est.params)  # semantics only when as-run
+    for k in sorted(params):
+        out.append(f"++algorithm.ccpo_lab.params.{k}={hydra_value(params[k])}")
     return out
 
 

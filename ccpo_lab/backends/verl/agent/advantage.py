@@ -120,8 +120,12 @@ def _rewards(data: DataProto, key: str) -> torch.Tensor:
                      valid=sorted(tensors + list(data.non_tensor_batch)))
 
 
-def step_batch_from_dataproto(data: DataProto, keys: DataProtoKeys | None = None) -> StepBatch:
-    """The :class:`StepBatch` of a verl ``DataProto`` (fields: module docstring)."""
+def step_batch_from_dataproto(data: DataProto, keys: DataProtoKeys | None = None,
+                              rows: np.ndarray | None = None) -> StepBatch:
+    """The :class:`StepBatch` of a verl ``DataProto`` (fields: module docstring).
+
+    ``rows``: ``(M,)`` the batch the trainer passed, as indices of ``data``'s rows
+    (``StepBatch.rows``), when ``data`` holds its unique rows only."""
     keys = keys or DataProtoKeys()
     traj = _column(data, keys.traj)
     assert traj is not None
@@ -135,7 +139,7 @@ def step_batch_from_dataproto(data: DataProto, keys: DataProtoKeys | None = None
     phi = next((data.batch[k] for k in keys.phi if _has(data, k)), None)
     return StepBatch(task_uid=_column(data, keys.task), traj_uid=traj, step=step,
                      anchor_obs=_column(data, keys.anchor_obs), reward=reward, valid=valid,
-                     phi=phi)
+                     phi=phi, rows=rows)
 
 
 def _estimator(estimator: Estimator | str, params: Mapping[str, Any] | None) -> Estimator:
@@ -157,11 +161,16 @@ def compute_token_advantages(
     """
     est = _estimator(estimator, params)
     out = est(step_batch_from_dataproto(data, keys))
+    return token_advantages(out, data), out
+
+
+def token_advantages(out: EstimatorOutput, data: DataProto) -> torch.Tensor:
+    """``(bs, L)``: ``out``'s per-row advantages (one per row of ``data``) times the
+    response mask, in the dtype of ``token_level_rewards`` when present, else float32."""
     mask = response_mask_of(data)
     dtype = data.batch["token_level_rewards"].dtype if _has(data, "token_level_rewards") \
         else torch.float32
-    adv = out.advantages.to(device=mask.device, dtype=dtype)[:, None] * mask.to(dtype)
-    return adv, out
+    return out.advantages.to(device=mask.device, dtype=dtype)[:, None] * mask.to(dtype)
 
 
 def apply_advantages(

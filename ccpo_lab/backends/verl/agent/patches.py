@@ -132,14 +132,18 @@ def ccpo_lab_advantage(data: Any, name: str, params: dict[str, Any], config: Any
 
     The estimator gets the raw per-turn rewards (``non_tensor_batch["rewards"]``) and the
     validity flags and applies the trainer's invalid-action penalty itself; nothing is
-    subtracted before. Rows verl-agent copied to pad the batch (same ``traj_uid`` and turn)
-    are computed once and share the result (verl-agent's own estimators count the copies
-    in their group statistics). The features are popped after use (not shipped to the
-    actor).
+    subtracted before. The batch is passed as it is, in its order, with the rows
+    verl-agent copied to pad it (same ``traj_uid`` and turn): a StepBatch of the unique
+    rows plus ``rows`` (each data row's unique row). An arm computing the method as
+    described gives each copy its row's result; an ``as-run`` arm computes on the passed
+    batch itself, copies and order included, as verl-agent's estimators and the CCPO
+    authors' did. The features are popped after use (not shipped to the actor).
     """
-    import torch
-
-    from ccpo_lab.backends.verl.agent.advantage import DataProtoKeys, compute_token_advantages
+    from ccpo_lab.backends.verl.agent.advantage import (
+        DataProtoKeys,
+        step_batch_from_dataproto,
+        token_advantages,
+    )
 
     est = _estimator(name, estimator_params(params, config))
     nt = data.non_tensor_batch
@@ -151,13 +155,15 @@ def ccpo_lab_advantage(data: Any, name: str, params: dict[str, Any], config: Any
     unique_rows = _first_rows(inverse)
     sub = data.select_idxs(unique_rows) if len(unique_rows) < len(data) else data
     dp_keys = DataProtoKeys(step=STEP_KEY, reward="rewards", phi=(PHI_KEY,))
-    adv_sub, out = compute_token_advantages(sub, est, keys=dp_keys)
-    adv = adv_sub[torch.as_tensor(inverse, device=adv_sub.device)]
+    padded = len(unique_rows) < len(data)
+    out = est(step_batch_from_dataproto(sub, dp_keys, rows=inverse if padded else None))
+    adv = token_advantages(out, data)
     data.batch["advantages"] = adv
     data.batch["returns"] = adv
     phi = data.batch.pop(PHI_KEY) if PHI_KEY in data.batch.keys() else None  # noqa: SIM118
     STATE.pending.update({f"adv/{k}": float(v) for k, v in out.diagnostics.items()})
     STATE.pending["adv/padding_rows"] = float(len(data) - len(unique_rows))
+    STATE.pending["adv/as_run"] = float(est.config.semantics == "as-run")
     if phi is not None:  # the features the reference pass captured (CCPO_LAB_CAPTURE_PHI)
         STATE.pending.update(phi_diagnostics(phi))
     _record_estimator(est)
