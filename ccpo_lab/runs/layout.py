@@ -56,6 +56,7 @@ from ccpo_lab.config.yamlio import (
     safe_load_bounded,
 )
 from ccpo_lab.errors import RunConflictError, UserError
+from ccpo_lab.estimators.spec import resolve_params
 from ccpo_lab.runs.files import RunFileError, read_small
 from ccpo_lab.runs.provenance import now_iso, provenance
 
@@ -704,8 +705,8 @@ def load_run_config(rd: RunDir) -> RunConfig:
     backend = {"kind": kind, kind: doc.get("backend_runtime", doc["backend"][kind])}
     run = RunConfig(
         sweep=doc["sweep"], arm=doc["arm"], seed=int(doc["seed"]),
-        estimator=EstimatorConfig(name=doc["estimator"]["name"],
-                                  params=dict(doc["estimator"]["params"])),
+        estimator=EstimatorConfig(name=doc["estimator"]["name"], params=resolve_params(
+            doc["estimator"]["name"], doc["estimator"]["params"], file=str(rd.config_yaml))),
         protocol=build(ProtocolConfig, doc["protocol"], key="protocol", where=where),
         backend=build(BackendConfig, backend, key="backend", where=where),
     )
