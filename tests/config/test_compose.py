@@ -11,8 +11,10 @@ from ccpo_lab.config.protocol import ProtocolConfig
 from ccpo_lab.config.sweep import load_sweep
 from ccpo_lab.errors import UserError
 
-SHIPPED_ARMS = ["ccpo-global-successor", "ccpo-return-hard", "ccpo-return-hard-fbjw", "gigpo",
-                "grpo"]
+PUBLISHED_ARMS = ["ccpo-global-successor", "ccpo-return-hard", "ccpo-return-hard-fbjw", "gigpo",
+                  "grpo"]
+SHIPPED_ARMS = sorted(PUBLISHED_ARMS + [f"{a}-as-run" for a in PUBLISHED_ARMS])
+"""Each published arm as described and as it ran (issue 30)."""
 
 
 def test_shipped_arms_resolve(repo: Path) -> None:
@@ -28,6 +30,11 @@ def test_shipped_arms_resolve(repo: Path) -> None:
     glob = load_arm("ccpo-global-successor", repo / "arms").estimator.params
     assert (glob["gate"], glob["target"], glob["rho"], glob["backoff_task"]) == (
         "global", "successor-node", 0.0, False)
+    for name in PUBLISHED_ARMS:  # each twin differs by the semantics alone
+        twin = load_arm(f"{name}-as-run", repo / "arms").estimator
+        plain = load_arm(name, repo / "arms").estimator
+        assert twin.name == plain.name and plain.params["semantics"] == "described"
+        assert twin.params == {**plain.params, "semantics": "as-run"}
     assert distinguishing_flags(load_arm("ccpo-return-hard-fbjw", repo / "arms")) == {
         "backoff_task": True, "jweight_c": 1.0}
 

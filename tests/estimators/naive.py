@@ -2,7 +2,9 @@
 
 Written from the issue text (issue 11: the semantics of verl-agent 796ed31 and of the CCPO
 authors' trainer) and the module docstrings, independently of the vectorised
-implementation: numpy float64, a full SVD for whitening, direct pairwise differences.
+implementation: numpy float64, an exact decomposition for whitening (a full SVD, or
+``eigh`` of the covariance when the batch has more rows than dimensions: the same
+subspace), direct pairwise differences.
 Rewards are raw; ``invalid_penalty`` is subtracted from the invalid row's own episode
 score and step return (and successor-node target), never from other rows. Used to
 cross-check the real estimators on random batches.
@@ -75,7 +77,11 @@ def whiten(x: np.ndarray, k: int) -> np.ndarray:
         return x
     x = x - x.mean(0, keepdims=True)
     if k > 0 and x.shape[0] > k:
-        _, _, vt = np.linalg.svd(x, full_matrices=False)
+        if x.shape[0] > x.shape[1]:
+            _, vecs = np.linalg.eigh(x.T @ x)
+            vt = vecs[:, ::-1].T
+        else:
+            _, _, vt = np.linalg.svd(x, full_matrices=False)
         x = x - x @ vt[:k].T @ vt[:k]
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-9)
 

@@ -64,6 +64,16 @@ def test_shipped_arm_equals_the_reference_semantics(arm: str, seed: int) -> None
         cols = shuffled(cols, rng)  # verl's balance_batch reorders the rows
     a = load_arm(arm, REPO / "arms").estimator
     got = get_estimator(a.name, **a.params)(step_batch(cols)).advantages.numpy()
+    if a.params["semantics"] == "as-run":  # the rows as passed, in this order (issue 30)
+        from .naive_asrun import as_run_advantages
+        from .test_as_run import noisy_rows
+
+        want = as_run_advantages(a.name, a.params, cols["task_uid"], cols["traj_uid"],
+                                 cols["step"], cols["anchor_obs"], cols["reward"],
+                                 cols["valid"], cols["phi"])
+        keep = ~noisy_rows(cols)
+        np.testing.assert_allclose(got[keep], want[keep], rtol=1e-4, atol=1e-4)
+        return
     want = naive_advantages(a.name, a.params, cols["task_uid"], cols["traj_uid"], cols["step"],
                             cols["anchor_obs"], cols["reward"], cols["valid"], cols["phi"])
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
@@ -308,3 +318,82 @@ def test_hook_takes_the_trainers_penalty() -> None:
         "invalid_penalty": 0.0}
     with pytest.raises(ParamError, match="differs from the trainer's invalid-action penalty"):
         P.estimator_params({"invalid_penalty": 0.1}, config(False, 0.1))
+
+
+# ------------------------------------------------------------ as run (issue 30): the real batch
+def run_reference(checkout: str, arrays: dict[str, np.ndarray], tmp_path: Path,
+                  *extra: str) -> dict[str, np.ndarray]:
+    src, dst = tmp_path / "in.npz", tmp_path / "out.npz"
+    np.savez(src, **arrays)
+    script = Path(__file__).with_name("verl_agent_reference.py")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get(
+        "PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, str(script), checkout, str(src), str(dst), *extra],
+                          capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return dict(np.load(dst, allow_pickle=False))
+
+
+def checkout_or_skip() -> str:
+    checkout = os.environ.get(ENV_CHECKOUT)
+    if not checkout or not (Path(checkout) / "gigpo" / "core_gigpo.py").is_file():
+        pytest.skip(f"{ENV_CHECKOUT} does not point at a verl-agent checkout")
+    return checkout
+
+
+@pytest.mark.verl_agent
+@pytest.mark.parametrize(("seed", "world", "micro"), [(0, 2, 8), (1, 4, 16), (2, 8, 32)])
+def test_as_run_equals_verl_agent_on_the_batch_fit_passes(seed: int, world: int, micro: int,
+                                                           tmp_path: Path) -> None:
+    """GRPO and GiGPO as run (ccpo-lab's hook) against verl-agent's own functions on a
+    batch padded by verl-agent's ``adjust_batch`` and reordered by verl's
+    ``get_seqlen_balanced_partitions``; the published CCPO arms as run against the
+    transcription of the authors' semantics (:mod:`.naive_asrun`) on the same rows."""
+    from .naive_asrun import as_run_advantages
+
+    checkout = checkout_or_skip()
+    rng = np.random.default_rng(300 + seed)
+    cols = agent_columns(rng, n_tasks=8, n_traj=6, max_len=25, n_loc=8, p_invalid=0.1,
+                         d=16)
+    arrays = {**agent_arrays(cols, rng), "phi": cols["phi"].astype(np.float32)}
+    out = run_reference(checkout, arrays, tmp_path, str(world), str(micro), str(seed))
+    n, m = len(cols["task_uid"]), len(out["uid"])
+    assert m % (world * micro) == 0 and m > n  # padded; and reordered:
+    assert not np.array_equal(out["traj_uid"][:n], np.asarray(cols["traj_uid"]))
+    worst: dict[str, float] = {}
+    for name in ("grpo", "gigpo"):
+        diff = np.abs(out[f"ccpo_lab_{name}_as_run"] - out[f"verl_agent_{name}"])
+        worst[f"{name} as-run"] = float(diff.max())
+        assert float(diff.max()) <= 1e-6, (name, float(diff.max()))
+        worst[f"{name} described"] = float(np.abs(out[f"ccpo_lab_{name}"]
+                                                  - out[f"verl_agent_{name}"]).max())
+    task, traj = list(out["uid"]), list(out["traj_uid"])
+    turn = [int(t) for t in out[STEP_KEY]]
+    for arm in ("ccpo_return_hard", "ccpo_global_successor", "ccpo_return_hard_fbjw"):
+        flags = {"ccpo_return_hard": {}, "ccpo_return_hard_fbjw": {"backoff_task": True,
+                                                                   "jweight_c": 1.0},
+                 "ccpo_global_successor": {"gate": "global", "target": "successor-node"}}
+        from ccpo_lab.estimators import resolve_params
+        p = resolve_params("ccpo", {"gamma": 0.95, **flags[arm], "semantics": "as-run"})
+        want = as_run_advantages("ccpo", p, task, traj, turn, list(out["anchor_obs"]),
+                                 out["rewards"], out["is_action_valid"],
+                                 out["phi"].astype(np.float64))
+        got = out[f"ccpo_lab_{arm}_as_run"]
+        noisy = noisy_episode_rows(task, traj, turn, out["rewards"], out["is_action_valid"])
+        diff = np.abs(got - want)[~noisy]
+        worst[f"{arm} as-run vs transcription"] = float(diff.max())
+        assert float(diff.max()) <= 1e-4, (arm, float(diff.max()))
+        worst[f"{arm} described vs as-run"] = float(np.abs(out[f"ccpo_lab_{arm}"] - got).max())
+    print(f"\npassed batch: {n} rows + {m - n} copies, {world} partitions; max |diff| "
+          + ", ".join(f"{k} {v:.2e}" for k, v in worst.items()))
+
+
+def noisy_episode_rows(task: list[str], traj: list[str], turn: list[int], rewards: np.ndarray,
+                       valid: np.ndarray, penalty: float = PENALTY) -> np.ndarray:
+    """Rows of tasks whose passed rows all carry one score (float32 noise, exact 0)."""
+    total: dict[str, dict[int, float]] = {}
+    for tj, t, r in zip(traj, turn, rewards, strict=True):
+        total.setdefault(tj, {})[t] = float(r)
+    score = np.array([sum(total[tj].values()) for tj in traj]) - penalty * (
+        1.0 - np.asarray(valid, dtype=float))
+    return constant_groups(np.asarray(task), score)
