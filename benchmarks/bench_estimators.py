@@ -4,6 +4,7 @@ One run, figures and ratios printed (no pass/fail):
 
     .venv/bin/python benchmarks/bench_estimators.py [--rows-scale 1.0] [--repeats 3]
         [--device cpu|cuda] [--threads 2,1] [--omp-wait-policy passive|active]
+        [--phi alfworld|tied] [--arms A,B,...]
 
 Batch: 16 tasks x 8 trajectories; a success ends after 10-50 turns with reward 10, a
 failure runs the full 50 turns; 10% of actions are invalid (-0.1, and the next anchor
@@ -28,6 +29,13 @@ every parallel operation wait for a descheduled partner thread: at 2 threads on 
 threads sleep) to show the figures without that artefact.
 verl's ``compute_grpo_outcome_advantage`` runs on the same rows (token-level rewards with
 each row's score, episode reward minus its own penalty, on its last response token).
+
+``x eigh`` (issue 30): the estimator's wall time over that of a plain
+``torch.linalg.eigh`` of the same ``phi``'s float64 covariance (``d x d``, the exact
+decomposition the reference's SVD amounts to), timed in the same process. ``--phi tied``
+replaces ``phi`` by isotropic Gaussian features (top singular values nearly tied, s3/s4
+about 1.002), where the whitening cannot certify the randomized subspace and computes the
+exact one. The ``-as-run`` arms compute on the batch as given (no padding copies here).
 """
 
 from __future__ import annotations
@@ -42,13 +50,15 @@ from typing import Any
 import numpy as np
 
 ARMS = ("grpo", "gigpo", "ccpo-global-successor", "ccpo-return-hard",
-        "ccpo-return-hard-fbjw")
+        "ccpo-return-hard-fbjw", "grpo-as-run", "gigpo-as-run", "ccpo-global-successor-as-run",
+        "ccpo-return-hard-as-run", "ccpo-return-hard-fbjw-as-run")
 """The shipped arms, resolved from ``arms/*.yaml`` in each measuring process."""
 RESPONSE_LEN = 512
 HIDDEN = 3584
 
 
-def make_batch(seed: int = 0, scale: float = 1.0) -> dict[str, Any]:
+def make_batch(seed: int = 0, scale: float = 1.0, phi_kind: str = "alfworld"
+               ) -> dict[str, Any]:
     """A realistic batch as plain arrays (see the module docstring)."""
     rng = np.random.default_rng(seed)
     n_tasks, n_traj = 16, 8
@@ -94,6 +104,8 @@ def make_batch(seed: int = 0, scale: float = 1.0) -> dict[str, Any]:
     phi += offset
     phi += rng.standard_normal((n, 3), dtype=np.float32) * np.float32(20.0) @ register
     phi += np.asarray(step, dtype=np.float32)[:, None] * drift
+    if phi_kind == "tied":  # isotropic: nearly tied top singular values
+        phi = rng.standard_normal((n, HIDDEN), dtype=np.float32) + offset
     return {"task_uid": task, "traj_uid": traj, "step": step, "anchor_obs": obs,
             "reward": np.asarray(reward, dtype=np.float32), "valid": np.asarray(valid),
             "phi": phi}
@@ -148,14 +160,29 @@ def _reference_gemm(repeats: int, device: str) -> float:
     return statistics.median(times[1:])
 
 
+def _reference_eigh(phi: Any, repeats: int) -> float:
+    """Median wall seconds of ``torch.linalg.eigh`` of ``phi``'s float64 covariance."""
+    import torch
+
+    x = phi.cpu().to(torch.float64)
+    x -= x.mean(0)
+    cov = x.T @ x
+    times = []
+    for _ in range(max(repeats, 1)):
+        t0 = time.perf_counter()
+        torch.linalg.eigh(cov)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
 def _child(label: str, seed: int, scale: float, repeats: int, device: str, threads: int,
-           queue: Any) -> None:
+           queue: Any, phi_kind: str = "alfworld") -> None:
     import torch
 
     from ccpo_lab.estimators import StepBatch, get_estimator
 
     torch.set_num_threads(threads)
-    raw = make_batch(seed, scale)
+    raw = make_batch(seed, scale, phi_kind)
     phi = torch.from_numpy(raw["phi"]).to(device)
 
     def sync() -> None:
@@ -231,6 +258,8 @@ def _child(label: str, seed: int, scale: float, repeats: int, device: str, threa
     result["median_s"] = statistics.median(times)
     result["cpu_s"] = statistics.median(cpu)
     result["ref_s"] = _reference_gemm(repeats, device)
+    if label.startswith("ccpo"):
+        result["eigh_s"] = _reference_eigh(phi, 1)
     result["threads"] = torch.get_num_threads()
     if label != "verl-grpo":
         result["diagnostics"] = out.diagnostics
@@ -238,12 +267,12 @@ def _child(label: str, seed: int, scale: float, repeats: int, device: str, threa
 
 
 def run(label: str, seed: int, scale: float, repeats: int, device: str,
-        threads: int) -> dict[str, Any]:
+        threads: int, phi_kind: str = "alfworld") -> dict[str, Any]:
     """Run one measurement in a fresh spawned process."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     proc = ctx.Process(target=_child,
-                       args=(label, seed, scale, repeats, device, threads, queue))
+                       args=(label, seed, scale, repeats, device, threads, queue, phi_kind))
     proc.start()
     result = queue.get()
     proc.join()
@@ -258,23 +287,29 @@ def _load() -> str:
 def report(results: dict[str, dict[str, Any]], device: str) -> None:
     """Print one thread count's table."""
     labels = [lab for lab in results if not results[lab].get("missing")]
-    rows = results["grpo"]["rows"]
-    hard = results["ccpo-return-hard"]
+    rows = results[labels[0]]["rows"]
+    hard = next(results[lab] for lab in labels if lab.startswith("ccpo"))
     phi_mb = hard["phi_bytes"] / 2**20
-    verl = results["verl-grpo"].get("median_s", float("nan"))
+    verl = results.get("verl-grpo", {}).get("median_s", float("nan"))
     print(f"batch: {rows} rows, 16 tasks x 8 trajectories, phi {HIDDEN}-d float32 "
           f"({phi_mb:.1f} MiB) on {device}, torch threads {hard['threads']}; StepBatch "
           f"construction {hard['batch_s'] * 1e3:.1f} ms with phi (first one in the "
           f"process {hard['batch_first_s'] * 1e3:.1f} ms); reference product "
           f"{hard['ref_s'] * 1e3:.1f} ms")
     print(f"{'estimator':24s} {'median ms':>10s} {'cpu ms':>8s} {'first ms':>9s} "
-          f"{'x ref':>6s} {'x verl GRPO':>11s} {'peak extra MiB':>15s} {'x phi':>6s}")
+          f"{'x ref':>6s} {'x verl GRPO':>11s} {'peak extra MiB':>15s} {'x phi':>6s} "
+          f"{'x eigh':>7s}")
     for lab in labels:
         r = results[lab]
         extra = r["peak_extra_bytes"] / 2**20
-        print(f"{lab:24s} {r['median_s'] * 1e3:10.1f} {r['cpu_s'] * 1e3:8.1f} "
+        eigh = f"{r['median_s'] / r['eigh_s']:7.3f}" if "eigh_s" in r else f"{'-':>7s}"
+        print(f"{lab:28s} {r['median_s'] * 1e3:10.1f} {r['cpu_s'] * 1e3:8.1f} "
               f"{r['first_s'] * 1e3:9.1f} {r['median_s'] / r['ref_s']:6.2f} "
-              f"{r['median_s'] / verl:11.2f} {extra:15.1f} {extra / phi_mb:6.2f}")
+              f"{r['median_s'] / verl:11.2f} {extra:15.1f} {extra / phi_mb:6.2f} {eigh}")
+    eighs = [results[lab]["eigh_s"] for lab in labels if "eigh_s" in results[lab]]
+    if eighs:
+        print(f"plain torch.linalg.eigh of phi's {HIDDEN} x {HIDDEN} float64 covariance: "
+              f"{statistics.median(eighs) * 1e3:.0f} ms (median over the CCPO processes)")
 
 
 def main() -> None:
@@ -289,8 +324,12 @@ def main() -> None:
     ap.add_argument("--threads", default="2,1",
                     help="torch thread counts, comma-separated (Ray workers often run "
                          "with OMP_NUM_THREADS=1)")
+    ap.add_argument("--phi", choices=("alfworld", "tied"), default="alfworld",
+                    help="features: ALFWorld-like (default) or isotropic, nearly tied")
+    ap.add_argument("--arms", default=",".join(ARMS), help="arms to measure, comma-separated")
     args = ap.parse_args()
-    labels = ["verl-grpo", *ARMS]
+    arms = [a for a in args.arms.split(",") if a]
+    labels = ["verl-grpo", *arms]
     if args.omp_wait_policy:
         import os
 
@@ -299,8 +338,8 @@ def main() -> None:
           f"{args.omp_wait_policy or '(unset)'}")
     last: dict[str, dict[str, Any]] = {}
     for threads in (int(t) for t in args.threads.split(",")):
-        last = {lab: run(lab, args.seed, args.rows_scale, args.repeats, args.device, threads)
-                for lab in labels}
+        last = {lab: run(lab, args.seed, args.rows_scale, args.repeats, args.device, threads,
+                         args.phi) for lab in labels}
         if last["verl-grpo"].get("missing"):
             print("verl is not installed: no verl GRPO reference")
         report(last, args.device)
@@ -308,7 +347,7 @@ def main() -> None:
     print(f"load average after: {_load()}")
     print("goals: each CCPO arm <= 500 ms (2 threads); gigpo <= 0.5 x verl GRPO; "
           "peak extra <= 2 x phi")
-    for lab in ARMS:
+    for lab in arms:
         if lab.startswith("ccpo"):
             d = last[lab]["diagnostics"]
             print(f"{lab}: live {d['live_frac']:.3f}, backoff {d['backoff_frac']:.3f}, "

@@ -147,15 +147,16 @@ def positions(traj: torch.Tensor) -> torch.Tensor:
     return pos
 
 
-def occurrences(batch: StepBatch, phi_dtype: torch.dtype = torch.float64) -> StepBatch:
+def occurrences(batch: StepBatch) -> StepBatch:
     """The passed batch as a :class:`StepBatch` of ``M`` rows (module docstring): the row
     ``k`` is passed row ``k``, its ``step`` its position in its trajectory's passed rows;
     tasks, trajectories and observations are named by their codes in ``batch``.
     ``reward`` is the raw reward of its source row (unused by the as-run terms, which
-    take the true-order returns of :func:`step_returns32`); ``phi`` in ``phi_dtype``."""
+    take the true-order returns of :func:`step_returns32`); ``phi`` keeps its dtype (the
+    as-run features are computed from it in float64)."""
     src = batch.passed.cpu()
     traj = batch.traj_index.cpu()[src]
-    phi = None if batch.phi is None else batch.phi.cpu()[src].to(phi_dtype)
+    phi = None if batch.phi is None else batch.phi.cpu()[src]
     return StepBatch(task_uid=batch.task_index.cpu()[src].tolist(), traj_uid=traj.tolist(),
                      step=positions(traj).numpy(),
                      anchor_obs=[str(o) for o in batch.obs_index.cpu()[src].tolist()],

@@ -170,7 +170,7 @@ def top_directions(x: torch.Tensor, k: int, seed: int = 0,
 
 
 def _centred64(phi: torch.Tensor, centre: torch.Tensor, rows: slice) -> torch.Tensor:
-    return phi[rows].to(torch.float64) - centre
+    return phi[rows].to(torch.float64).sub_(centre)
 
 
 def _apply_cov(phi: torch.Tensor, centre: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -381,7 +381,9 @@ def build_features(batch: StepBatch, whiten_k: int, mode: str, ctx_w: float,
     dt = dtype or _work_dtype(phi)
     f = torch.empty((n, width), dtype=dt, device=phi.device)
     x = f[:, :d]
-    centre64 = phi.mean(0, dtype=torch.float64) if n >= 2 else None
+    # torch accumulates a float32 mean in double: the rounded mean is accurate to an ulp,
+    # and it is computed without a float64 copy of phi
+    centre64 = phi.mean(0).to(torch.float64) if n >= 2 else None
     centre = None if centre64 is None else centre64.to(dt)
     fuse = centre is not None and whiten_k > 0 and n > whiten_k and randomized(n, d)
     acc = _NormalProducts(sketch(d, whiten_k, n, dt, phi.device), dt) if fuse else None
