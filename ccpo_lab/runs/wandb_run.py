@@ -144,7 +144,18 @@ def run_config(rd: RunDir, run: Mapping[str, Any] | None = None) -> dict[str, An
         run = rd.read_run() if run is None else run
         doc = {"run_id": run.get("run_id"), "sweep": run.get("sweep"), "arm": run.get("arm"),
                "seed": run.get("seed"), "imported": run.get("imported")}
-    return {**doc, "run_dir": str(rd.path)}
+    return {**doc, **semantics_of(doc), "run_dir": str(rd.path)}
+
+
+def semantics_of(doc: Mapping[str, Any]) -> dict[str, str]:
+    """``{"semantics": ...}`` of a run record with an ``estimator`` section (a run whose
+    parameters do not name it computed the method as described), else ``{}``."""
+    est = doc.get("estimator")
+    if not isinstance(est, Mapping):
+        return {}
+    params = est.get("params")
+    value = params.get("semantics") if isinstance(params, Mapping) else None
+    return {"semantics": str(value or "described")}
 
 
 def wandb_env(settings: WandbSettings, ident: WandbIdentity, rd: RunDir) -> dict[str, str]:

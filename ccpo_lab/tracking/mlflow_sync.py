@@ -56,6 +56,7 @@ from ccpo_lab.runs.cost import read_cost
 from ccpo_lab.runs.files import RunFileError, open_file
 from ccpo_lab.runs.layout import FoundRun, RunDir, SweepDir
 from ccpo_lab.runs.sweep_runs import check_sweep_dir, read_sweep_config
+from ccpo_lab.runs.wandb_run import semantics_of
 from ccpo_lab.textout import fmt_hours
 from ccpo_lab.tracking.evaluation import log_children, parent_metrics
 from ccpo_lab.tracking.rows import MAX_METRICS, Sent, safe_key, send_metrics
@@ -261,6 +262,7 @@ def _tags(rd: RunDir, run: Mapping[str, Any], state: Mapping[str, Any], arm: str
     step1, est, git = (_section(run, k) for k in ("step1", "estimator", "git"))
     tags = {KIND: "run", RUN_ID: str(run.get("run_id")), ARM_TAG: arm,
             "ccpo_lab.seed": str(seed), "ccpo_lab.estimator": str(est.get("name", "")),
+            "ccpo_lab.semantics": semantics_of(run).get("semantics", ""),
             "ccpo_lab.git_commit": str(git.get("commit") or ""),
             "ccpo_lab.backend": str(run.get("backend", "")),
             "ccpo_lab.step1_fingerprint": str(step1.get("fingerprint") or ""),

@@ -48,6 +48,7 @@ def test_sync_idempotent_incremental_with_report(tmp_path: Path, monkeypatch: py
     assert grpo.data.tags["ccpo_lab.step1_fingerprint"] == fp
     assert grpo.data.tags["ccpo_lab.seed"] == "0" and grpo.data.tags["ccpo_lab.backend"] == "local"
     assert grpo.data.tags["ccpo_lab.estimator"] == "grpo"
+    assert grpo.data.tags["ccpo_lab.semantics"] == "described"  # issue 30
     assert "ccpo_lab.git_commit" in grpo.data.tags
     assert grpo.data.params["protocol.total_steps"] == "30"
     assert grpo.data.params["estimator.params.gamma"] == "0.95"
