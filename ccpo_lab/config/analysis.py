@@ -62,6 +62,10 @@ SETTING_KEYS = tuple(f.name for f in dataclasses.fields(AnalysisSettings))
 class AnalysisConfig(AnalysisSettings):
     """How ``ccpo-lab report`` reads the runs: a sweep file's ``analysis`` section."""
 
+    pairs: list[list[str]] = field(default_factory=list)
+    """The comparison family as explicit pairs ``[arm, reference]`` (e.g. each arm against
+    its -as-run twin), Holm over the pairs; empty: every arm against ``reference``. A
+    report's ``--reference`` option replaces the pairs by that reference."""
     adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
     """An adaptive seed design (off unless ``adaptive.max_seeds`` is set); not part of
     any run's identity."""

@@ -15,7 +15,7 @@ apply when the file names the same kind, otherwise X starts from its defaults.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -339,8 +339,30 @@ def load_sweep(path: str | Path, overrides: Sequence[str] = (), *,
     if cfg.analysis.reference is not None and cfg.analysis.reference not in cfg.arms:
         raise UserError("reference arm is not in the sweep", file=where("analysis.reference"),
                         key="analysis.reference", value=cfg.analysis.reference, valid=cfg.arms)
+    _check_pairs(cfg, where)
     adaptive_design(cfg.analysis, cfg.arms, cfg.seeds, where)
     return Sweep(config=cfg, arms=arms, source=file, overrides=tuple(overrides))
+
+
+def _check_pairs(cfg: SweepConfig, where: Callable[[str], str | None]) -> None:
+    """Each ``analysis.pairs`` entry: two distinct arms of the sweep, each pair once."""
+    seen: set[tuple[str, str]] = set()
+    for i, pair in enumerate(cfg.analysis.pairs):
+        key = f"analysis.pairs[{i}]"
+        if len(pair) != 2 or pair[0] == pair[1]:
+            raise UserError("a pair is two different arms, [arm, reference]", file=where(key),
+                            key=key, value=pair)
+        for name in pair:
+            if name not in cfg.arms:
+                raise UserError("arm of a pair is not in the sweep", file=where(key), key=key,
+                                value=name, valid=cfg.arms)
+        if (pair[0], pair[1]) in seen:
+            raise UserError("pair listed twice", file=where(key), key=key, value=pair)
+        seen.add((pair[0], pair[1]))
+    if cfg.analysis.pairs and cfg.analysis.adaptive.max_seeds is not None:
+        raise UserError("an adaptive design compares every arm with analysis.reference; it "
+                        "cannot take explicit pairs", file=where("analysis.pairs"),
+                        key="analysis.pairs", value=cfg.analysis.pairs)
 
 
 def _arms_dir_for(cfg: SweepConfig, sweep_path: Path) -> Path:

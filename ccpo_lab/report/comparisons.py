@@ -76,26 +76,27 @@ def _improvement(x: np.ndarray, y: np.ndarray, arm: str, s: ReportSettings,
 
 
 def comparison_rows(arms: Sequence[ArmRow], s: ReportSettings) -> tuple[ComparisonRow, ...]:
-    """The comparison rows of every arm but the reference, in arm order.
+    """The comparison rows: every arm but the reference, in arm order, or the settings'
+    explicit ``pairs`` in their order.
 
     The family (tests, Holm, power, verdicts) is :func:`ccpo_lab.stats.compare_to_reference`;
     this adds P(X > Y) and its interval, step-1 identity, and the assumed-sd power figures
     of one-seed arms.
     """
-    from ccpo_lab.stats import bootstrap_min_runs, compare_to_reference, seeds_needed, verdict
+    from ccpo_lab.stats import bootstrap_min_runs, compare_pairs, seeds_needed, verdict
 
     by_name: Mapping[str, ArmRow] = {a.arm: a for a in arms}
     per_seed = {name: _per_seed(a) for name, a in by_name.items()}
-    rows = compare_to_reference({name: v for name, (_, v) in per_seed.items()}, s.reference,
-                                {name: k for name, (k, _) in per_seed.items()}, s.confidence,
-                                s.alpha, s.power, N_MAX)
-    ref = by_name[s.reference]
-    fp_y = _fingerprints(ref)
-    sd_y, assumed_y = power_sd(ref)
+    pairs = list(s.pairs) or [(a, s.reference) for a in by_name if a != s.reference]
+    rows = compare_pairs({name: v for name, (_, v) in per_seed.items()}, pairs,
+                         {name: k for name, (k, _) in per_seed.items()}, s.confidence,
+                         s.alpha, s.power, N_MAX)
     boot_min = bootstrap_min_runs(s.confidence)
     out = []
     for row in rows:
-        c, arm = row.comparison, by_name[row.arm]
+        c, arm, ref = row.comparison, by_name[row.arm], by_name[row.reference]
+        fp_y = _fingerprints(ref)
+        sd_y, assumed_y = power_sd(ref)
         sd_x, assumed_x = power_sd(arm)
         if c.test == "paired":  # the paired test's power comes from the differences' sd
             spread = bool(np.isfinite(c.sd_diff) and c.sd_diff > 0)
@@ -108,11 +109,11 @@ def comparison_rows(arms: Sequence[ArmRow], s: ReportSettings) -> tuple[Comparis
             needed = seeds_needed(c.diff, sd_x, sd_y, row.power_alpha, s.power, n_max=N_MAX,
                                   two_sided=True)
             v = verdict(c.diff, row.p_holm, c.n_x, c.n_y, needed, s.alpha)
-        poi, ci_poi = _improvement(per_seed[row.arm][1], per_seed[s.reference][1], row.arm, s,
-                                   boot_min)
+        poi, ci_poi = _improvement(per_seed[row.arm][1], per_seed[row.reference][1], row.arm,
+                                   s, boot_min)
         agree = step1_agreement(_fingerprints(arm), fp_y)
         out.append(ComparisonRow(
-            arm=row.arm, reference=s.reference, paired=c.test == "paired", test=c.test,
+            arm=row.arm, reference=row.reference, paired=c.test == "paired", test=c.test,
             n_x=c.n_x, n_y=c.n_y, n_pairs=c.n_pairs, diff=num(c.diff),
             ci=interval(c.ci_low, c.ci_high), p=num(c.p_value), p_holm=num(row.p_holm),
             prob_improvement=num(poi), ci_prob_improvement=ci_poi, seeds_needed=needed,

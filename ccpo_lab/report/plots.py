@@ -198,8 +198,10 @@ def draw_curves(report: Report) -> Figure:
             ax.plot(s, scale * v, color=colors[arm], lw=0.7, alpha=0.45)
         steps, mean, _, _ = curve_band(list(series.values()), c)
         ax.plot(steps, scale * mean, color=colors[arm], lw=2.0)
-        if arm != ref and ref_series:
-            rs, rm, _, _ = curve_band(list(ref_series.values()), c)
+        versus = report.settings.reference_of(arm)
+        other = ref_series if versus == ref else _series(report, versus) if versus else {}
+        if versus is not None and other:
+            rs, rm, _, _ = curve_band(list(other.values()), c)
             ax.plot(rs, scale * rm, color="0.25", lw=1.0, ls="--")
         _window(ax, report, last)
         ax.set_title(f"{arm} ({len(series)} seed{'s' if len(series) != 1 else ''})")
@@ -207,7 +209,8 @@ def draw_curves(report: Report) -> Figure:
     _legend_proxies(fig, {
         "one seed": {"color": "0.45", "lw": 0.7},
         "mean over seeds": {"color": "0.45", "lw": 2.0},
-        f"{ref} mean (reference)": {"color": "0.25", "lw": 1.0, "ls": "--"},
+        (f"{ref} mean (reference)" if not report.settings.pairs else
+         "the pair's reference, mean"): {"color": "0.25", "lw": 1.0, "ls": "--"},
         f"converged window (step ≥ {report.settings.window_start})":
             {"patch": True, "color": "0.5", "alpha": 0.12}})
     return fig
@@ -216,19 +219,18 @@ def draw_curves(report: Report) -> Figure:
 def draw_difference(report: Report) -> Figure:
     """Per arm: the difference to the reference at each evaluation, with its paired t band."""
     scale, colors = _scale(report), _colors(report)
-    ref = report.settings.reference
-    y = _series(report, ref)
     panels = []
     for arm in report.arms:
-        if arm == ref:
+        versus = report.settings.reference_of(arm)
+        if versus is None:
             continue
-        steps, diffs = paired_difference(_series(report, arm), y)
+        steps, diffs = paired_difference(_series(report, arm), _series(report, versus))
         if steps.size:
-            panels.append((arm, steps, diffs))
+            panels.append((arm, versus, steps, diffs))
     fig, axes = _grid_axes(len(panels), 1.5)
     c = report.settings.confidence
-    last = max((int(s.max()) for _, s, _ in panels), default=0)
-    for ax, (arm, steps, diffs) in zip(axes, panels, strict=True):
+    last = max((int(s.max()) for _, _, s, _ in panels), default=0)
+    for ax, (arm, ref, steps, diffs) in zip(axes, panels, strict=True):
         for row in diffs:
             ok = ~np.isnan(row)
             ax.plot(steps[ok], scale * row[ok], color=colors[arm], lw=0.7, alpha=0.45)
@@ -316,7 +318,9 @@ def draw_improvement(report: Report) -> Figure:
     ax.set_yticks(range(len(rows)), [c.arm for c in rows])
     ax.invert_yaxis()
     ax.grid(axis="y", visible=False)
-    ax.set_xlabel(f"P(arm > {model.reference}) over seeds")
+    pairs = {c.reference for c in rows} - {model.reference}
+    ax.set_xlabel("P(arm > its pair) over seeds" if pairs else
+                  f"P(arm > {model.reference}) over seeds")
     shown = any(c.ci_prob_improvement[0] is not None for c in rows)
     ax.set_title(f"probability of improvement, {100 * model.confidence:g}% bootstrap interval"
                  if shown else f"probability of improvement (interval from "

@@ -37,6 +37,16 @@ class ReportSettings(ResolvedAnalysis):
     """Seed of the bootstrap Generators (reports are reproducible)."""
     sources: dict[str, str] = field(default_factory=dict)
     """Where each setting came from: ``option``, ``sweep.json`` or ``default``."""
+    pairs: tuple[tuple[str, str], ...] = ()
+    """The comparison family as explicit ``(arm, reference)`` pairs (the sweep's
+    ``analysis.pairs`` whose arms have runs); empty: every arm against ``reference``."""
+
+    def reference_of(self, arm: str) -> str | None:
+        """The arm ``arm`` is compared with: its pair's reference, or ``reference`` (None:
+        it is compared with nothing, e.g. it is a pair's reference)."""
+        if not self.pairs:
+            return None if arm == self.reference else self.reference
+        return next((r for a, r in self.pairs if a == arm), None)
 
 
 def _check_unit(value: float, key: str) -> float:
@@ -101,5 +111,26 @@ def resolve_settings(manifest: Mapping[str, Any], arms: Sequence[str],
         metric=values["metric"], window_start=ws, reference=values["reference"],
         confidence=_check_unit(values["confidence"], "confidence"), bootstrap_reps=reps,
         alpha=_check_unit(values["alpha"], "alpha"), power=_check_unit(values["power"], "power"),
-        rng_seed=int(rng_seed), sources=sources)
+        rng_seed=int(rng_seed), sources=sources,
+        pairs=_pairs(analysis, arms, sources["reference"] == "option", notes))
     return settings, notes
+
+
+def _pairs(analysis: Mapping[str, Any], arms: Sequence[str], by_option: bool,
+           notes: list[str]) -> tuple[tuple[str, str], ...]:
+    """The sweep's ``analysis.pairs`` whose two arms have runs (a note for the others);
+    none when ``--reference`` was given (every arm against it, as asked)."""
+    raw = analysis.get("pairs") or [] if isinstance(analysis, Mapping) else []
+    if by_option or not isinstance(raw, list):
+        return ()
+    out = []
+    for pair in raw:
+        if not (isinstance(pair, list | tuple) and len(pair) == 2):
+            continue
+        a, r = str(pair[0]), str(pair[1])
+        if a in arms and r in arms:
+            out.append((a, r))
+        else:
+            notes.append(f"pair {a} vs {r} not compared: {a if a not in arms else r} has no "
+                         "runs in this sweep directory")
+    return tuple(out)

@@ -211,9 +211,10 @@ def comparisons_table(model: ReportModel) -> Table:
         columns.append(Column(f"P(X>Y) {lv} CI"))
     columns += [Column("seeds needed"), Column("verdict", "l")]
     rows, unverified, assumed = [], [], False
+    paired_arms = {c.reference for c in model.comparisons} - {ref} != set()
     for c in model.comparisons:
         arm = model.arm(c.arm)
-        name = _arm_name(arm)
+        name = _arm_name(arm) + (f" vs {c.reference}" if paired_arms else "")
         if not c.step1_verified:
             name += STEP1_MARK
             unverified.append(f"{c.arm}: {c.step1_detail}")
@@ -237,15 +238,18 @@ def comparisons_table(model: ReportModel) -> Table:
     test = "the paired t-test on the seeds both arms ran"
     if welch:
         test += f" (Welch's t-test for {', '.join(welch)}: fewer than 2 common seeds)"
-    notes = [f"Δ = arm − {ref}{_unit(model)}; {lv} CI, p and seeds needed come from one test "
-             f"per row: {test}",
-             f"p (Holm): adjusted over the {m} comparison{'s' if m != 1 else ''} with {ref}; "
+    versus = "its pair (arm vs reference)" if paired_arms else ref
+    family = "listed pair" if paired_arms else "comparison"
+    notes = [f"Δ = arm − {versus}{_unit(model)}; {lv} CI, p and seeds needed come from one "
+             f"test per row: {test}",
+             f"p (Holm): adjusted over the {m} {family}{'s' if m != 1 else ''}"
+             f"{'' if paired_arms else f' with {ref}'}; "
              f"better or worse only when p (Holm) < {model.alpha:g} with ≥ 2 seeds per arm, "
              "else unresolved",
              f"seeds needed: per arm for power {model.power:g} at the observed Δ with the "
              f"same test, two-sided, at α/{m} = {model.alpha / max(m, 1):.3g} (Colas et al. "
              "2018; paired: from the sd of the per-seed differences)" + _more_note(model),
-             f"P(X>Y): probability that a seed of the arm beats a seed of {ref} "
+             f"P(X>Y): probability that a seed of the arm beats a seed of {versus} "
              "(Mann–Whitney U / (n_x n_y))"
              + ("" if show_poi_ci else f"; its bootstrap interval is shown from "
                 f"{model.bootstrap_min_seeds} seeds per arm")]
@@ -256,7 +260,8 @@ def comparisons_table(model: ReportModel) -> Table:
                      "seeds; the seeds-needed figure assumes it equals the within-run sd of "
                      "its evaluations (Welch)")
     notes += _design_note(model) + _interim_note(model)
-    title = f"{model.metric}{_unit(model)}: each arm against {ref}"
+    title = f"{model.metric}{_unit(model)}: each arm against " + (
+        "its pair (analysis.pairs)" if paired_arms else ref)
     return Table("comparisons", title, tuple(columns), tuple(rows), tuple(notes))
 
 

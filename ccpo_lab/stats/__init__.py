@@ -14,7 +14,7 @@ Layers (each a module; all re-exported here):
 * :mod:`.power` -- Colas et al. 2018 power: type-II error, seeds needed,
   minimal detectable difference, for Welch's test and for the paired test.
 * :mod:`.verdict` -- 'better' / 'worse' / 'unresolved'.
-* :mod:`.family` -- every arm vs one reference in one call (tests, Holm, power,
+* :mod:`.family` -- every arm vs one reference (or explicit pairs) in one call (tests, Holm, power,
   verdicts): the recommended entry point for a study table. Each comparison's interval,
   p and seeds-needed come from the same test.
 * :mod:`.checks` -- argument checks shared by the modules above.
@@ -54,6 +54,7 @@ from ccpo_lab.stats.bootstrap import (
 from ccpo_lab.stats.compare import Comparison, compare_arms, compare_summaries, holm
 from ccpo_lab.stats.family import (
     ArmVersusReference,
+    compare_pairs,
     compare_to_reference,
     comparison_power,
     family_level,
@@ -116,6 +117,7 @@ __all__ = [
     "calibrated_levels",
     "bootstrap_min_runs",
     "compare_arms",
+    "compare_pairs",
     "compare_summaries",
     "compare_to_reference",
     "comparison_power",

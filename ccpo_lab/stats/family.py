@@ -1,4 +1,5 @@
-"""Every arm against one reference arm, as one family: tests, Holm, power, verdicts.
+"""Every arm against one reference arm (or explicit pairs of arms), as one family: tests,
+Holm, power, verdicts.
 
 This is the recommended entry point for a study table; it wires
 :func:`compare_arms`, :func:`holm`, :func:`seeds_needed`,
@@ -7,7 +8,7 @@ This is the recommended entry point for a study table; it wires
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +25,8 @@ from ccpo_lab.stats.power import (
 )
 from ccpo_lab.stats.verdict import Verdict, verdict
 
-__all__ = ["ArmVersusReference", "compare_to_reference", "comparison_power", "family_level"]
+__all__ = ["ArmVersusReference", "compare_pairs", "compare_to_reference", "comparison_power",
+           "family_level"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,8 @@ class ArmVersusReference:
     mdd: float
     verdict: Verdict
     power_alpha: float
+    reference: str = ""
+    """The arm it was compared with (Y)."""
 
 
 def _sd(values: ArrayLike) -> float:
@@ -99,18 +103,41 @@ def compare_to_reference(
     """
     if reference not in values:
         raise KeyError(f"reference arm {reference!r} not among {sorted(values)}")
+    pairs = [(a, reference) for a in values if a != reference]
+    return compare_pairs(values, pairs, seeds, confidence, alpha, power, n_max)
+
+
+def compare_pairs(
+    values: Mapping[str, ArrayLike],
+    pairs: Sequence[tuple[str, str]],
+    seeds: Mapping[str, ArrayLike] | None = None,
+    confidence: float = 0.95,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    n_max: int = 1000,
+) -> list[ArmVersusReference]:
+    """Compare each ``(arm, reference)`` pair; Holm over the family of pairs; power;
+    verdicts. Arguments and rows as :func:`compare_to_reference` (which is this with
+    every arm paired with one reference), one row per pair, in ``pairs`` order.
+
+    Raises:
+        KeyError: if an arm of a pair is not in ``values``.
+    """
+    for pair in pairs:
+        for name in pair:
+            if name not in values:
+                raise KeyError(f"arm {name!r} of pair {pair!r} not among {sorted(values)}")
     seeds = seeds or {}
-    names = [a for a in values if a != reference]
-    y, sy = values[reference], seeds.get(reference)
-    cmps = [compare_arms(values[a], y, seeds.get(a), sy, confidence) for a in names]
+    cmps = [compare_arms(values[a], values[r], seeds.get(a), seeds.get(r), confidence)
+            for a, r in pairs]
     p_adj = holm(np.array([c.p_value for c in cmps], dtype=np.float64))
-    level = family_level(alpha, len(names))
-    sd_y = _sd(y)
+    level = family_level(alpha, len(pairs))
     rows: list[ArmVersusReference] = []
-    for name, c, p in zip(names, cmps, p_adj, strict=True):
-        need, mdd = comparison_power(c, _sd(values[name]), sd_y, level, power, n_max)
+    for (name, ref), c, p in zip(pairs, cmps, p_adj, strict=True):
+        need, mdd = comparison_power(c, _sd(values[name]), _sd(values[ref]), level, power,
+                                     n_max)
         v = verdict(c.diff, float(p), c.n_x, c.n_y, seeds_needed=need, alpha=alpha)
-        rows.append(ArmVersusReference(name, c, float(p), need, mdd, v, level))
+        rows.append(ArmVersusReference(name, c, float(p), need, mdd, v, level, ref))
     return rows
 
 
