@@ -359,12 +359,15 @@ class Rehearsal:
         """The overrides of the resume check's copy of the first arm's first seed, inline.
 
         The rehearsal's own ``name``/``arms``/``seeds`` are replaced (each key may be given
-        once) and its launcher overrides dropped (``launcher.partition=...`` names no key
-        of the inline launcher)."""
+        once), the analysis made to fit one arm (it is its own reference, no pairs), and
+        its launcher overrides dropped (``launcher.partition=...`` names no key of the
+        inline launcher)."""
         sw = self.sweep
-        kept = [o for o in self.overrides if not _sets(o, ("name", "arms", "seeds"))]
+        replaced = ("name", "arms", "seeds", "analysis.reference", "analysis.pairs")
+        kept = [o for o in self.overrides if not _sets(o, replaced)]
         return [*kept, f"name={self.resume_dir.name}", f"arms=[{sw.arms[0].name}]",
-                f"seeds=[{sw.config.seeds[0]}]", "launcher=inline"]
+                f"seeds=[{sw.config.seeds[0]}]", f"analysis.reference={sw.arms[0].name}",
+                "analysis.pairs=[]", "launcher=inline"]
 
 
 def _sets(override: str, keys: tuple[str, ...]) -> bool:

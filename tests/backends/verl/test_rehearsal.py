@@ -257,3 +257,21 @@ def test_resume_comparison_ignores_timing_and_finds_a_difference(tmp_path: Path)
     (b_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     b = C.load_runs(b_dir.parent.parent)[0]
     assert "step 2: episode 0 differs" in str(C.compare_runs(a, b, 2))
+
+
+def test_the_resume_copy_of_a_paired_study_loads(tmp_path: Path) -> None:
+    """The as-run study compares pairs of arms: its one-arm resume copy must not keep
+    pairs (or a reference) naming arms it does not run."""
+    study = REPO / "sweeps" / "alfworld-qwen7b-as-run.yaml"
+    user = load_sweep(study, [])
+    assert user.config.analysis.pairs
+    ov = R.rehearsal_overrides(user, "cpu", CPU, tmp_path, tmp_path, INFO,
+                               R.RehearsalSettings())
+    sw = load_sweep(study, list(ov))
+    reh = R.Rehearsal(sweep_file=str(study), overrides=tuple(ov), results=tmp_path, sweep=sw,
+                      machine=CPU, device="cpu", settings=R.RehearsalSettings(),
+                      model_info=INFO)
+    copy = load_sweep(study, reh.resume_overrides())
+    assert [a.name for a in copy.arms] == [sw.arms[0].name]
+    assert copy.config.analysis.pairs == [] and copy.config.analysis.reference == \
+        sw.arms[0].name
