@@ -400,6 +400,9 @@ def _check_sweep(cfg: SweepConfig, where: Any) -> None:
         settings = getattr(cfg.backend, kind)
         if hasattr(settings, "validate"):
             settings.validate(where)
+    active = cfg.backend.settings
+    if hasattr(active, "check_protocol"):
+        active.check_protocol(cfg.protocol, where)
     an = cfg.analysis
     check_range(an.confidence, low=0, high=1, low_open=True, high_open=True,
                 key="analysis.confidence", file=where("analysis.confidence"))

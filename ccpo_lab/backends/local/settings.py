@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ccpo_lab.errors import UserError
 
@@ -58,6 +58,16 @@ class LocalBackendConfig:
     """Learning rate of the behaviour-cloning warm start."""
     num_threads: int = 1
     """torch CPU threads per run."""
+    batch_world_size: int = field(default=0, metadata={"identity": "non-default"})
+    """GPUs a verl run would spread each step's batch over (``n_gpus_per_node x
+    nnodes``): the turn rows are padded with copies to verl-agent's divisor and
+    reordered by verl's sequence-length balancing over that many partitions before the
+    advantage, and the update trains on that batch, as verl-agent's ``fit`` does
+    (:mod:`ccpo_lab.backends.local.verl_batch`); ``as-run`` arms then compute on it as
+    the published trainers did. 0 = off: each row once, in gather order."""
+    batch_micro_size: int = field(default=32, metadata={"identity": "non-default"})
+    """Per-GPU micro-batch of the log-prob passes and of the actor update, which sets the
+    padding divisor ``batch_micro_size x batch_world_size`` (with ``batch_world_size``)."""
     games_cache: str | None = field(default=None, metadata={"identity": False})
     """Folder holding generated game sets (content-addressed); default
     ``<results>/.games``. Not part of the run identity."""
@@ -79,7 +89,8 @@ class LocalBackendConfig:
                   "games_seed": (0, 2**31 - 1), "max_plan_len": (1, 1_000),
                   "vocab_size": (16, 1_048_576), "embed_dim": (1, 4_096),
                   "hidden_dim": (1, 8_192), "warmstart_demos": (0, 1_000_000),
-                  "warmstart_epochs": (0, 10_000), "num_threads": (1, 1_024)}
+                  "warmstart_epochs": (0, 10_000), "num_threads": (1, 1_024),
+                  "batch_world_size": (0, 4_096), "batch_micro_size": (1, 65_536)}
         for name, (low, high) in ranges.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
@@ -93,3 +104,20 @@ class LocalBackendConfig:
             raise bad("closed_fraction", "must be in [0, 1]")
         if not 0 < self.warmstart_lr <= 10.0:
             raise bad("warmstart_lr", "must be in (0, 10]")
+
+    def check_protocol(self, protocol: Any, where: Callable[[str], str | None]) -> None:
+        """Refuse a padding that can be undefined: verl-agent copies distinct rows, so a
+        step needs at least ``divisor - 1`` rows, and a step of one-turn episodes has only
+        ``train_batch_size x group_size``."""
+        if self.batch_world_size == 0:
+            return
+        divisor = self.batch_world_size * self.batch_micro_size
+        fewest = int(protocol.train_batch_size) * int(protocol.group_size)
+        if divisor - 1 > fewest:
+            key = "backend.local.batch_micro_size"
+            raise UserError(
+                f"padding to a multiple of {divisor} (batch_world_size {self.batch_world_size} "
+                f"x batch_micro_size {self.batch_micro_size}) can need {divisor - 1} copies "
+                f"of distinct rows, more than the {fewest} rows of a step of one-turn "
+                "episodes (train_batch_size x group_size): verl-agent's padding is undefined "
+                "there", file=where(key), key=key, value=self.batch_micro_size)

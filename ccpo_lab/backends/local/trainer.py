@@ -34,7 +34,9 @@ from ccpo_lab.backends.local.rollout import (
     play,
     success_metrics,
 )
+from ccpo_lab.backends.local.verl_batch import PaddingUndefined, passed_rows
 from ccpo_lab.backends.local.warmstart import warm_start
+from ccpo_lab.errors import UserError
 from ccpo_lab.estimators import StepBatch, get_estimator
 
 if TYPE_CHECKING:
@@ -43,6 +45,8 @@ if TYPE_CHECKING:
 
 TRAIN_TAG = 0x7A1
 EVAL_TAG = 0xE7A
+PAD_TAG = 0xAD7
+"""Keys the generator of the padding copies (with the run seed and the step)."""
 ENGINE_CACHE = ".engines"
 """Folder of a game set holding its engines' load-time results (see :mod:`.speedups`)."""
 WARMSTART_CACHE = ".warmstart"
@@ -171,13 +175,20 @@ class Trainer:
         ref_logp, phi = self._reference(inputs, chosen)
         t1 = time.perf_counter()
         self.timer.add("reference", t1 - t0)
-        adv, diag = self._advantages(rows, phi)
+        passed = self._passed(inputs, k)
+        adv, diag = self._advantages(rows, phi, passed)
         metrics.update({f"adv/{name}": float(v) for name, v in diag.items()})
+        batch = UpdateBatch(inputs, chosen, old_logp, ref_logp, adv)
+        if passed is not None:  # the update trains on the passed batch, as verl-agent's
+            idx = torch.as_tensor(passed)
+            batch = UpdateBatch(inputs.select(idx), chosen[idx], old_logp[idx],
+                                ref_logp[idx], adv)
+            metrics.update({"adv/padding_rows": float(len(passed) - len(rows)),
+                            "adv/passed_rows": float(len(passed))})
         t2 = time.perf_counter()
         self.timer.add("estimator", t2 - t1)
-        metrics.update(ppo_update(self.policy, self.optim,
-                                  UpdateBatch(inputs, chosen, old_logp, ref_logp, adv),
-                                  self.run.protocol, self.tgen))
+        metrics.update(ppo_update(self.policy, self.optim, batch, self.run.protocol,
+                                  self.tgen))
         self.timer.add("update", time.perf_counter() - t2)
         self.step = k
         return metrics
@@ -195,9 +206,27 @@ class Trainer:
                 phis.append(h)
         return torch.cat(logps), torch.cat(phis)
 
-    def _advantages(self, rows: Sequence[tuple[Episode, int, Any]], phi: torch.Tensor
-                    ) -> tuple[torch.Tensor, dict[str, float]]:
-        """Per-row advantages (N,) from the arm's estimator, and its diagnostics.
+    def _passed(self, inputs: Any, step: int) -> np.ndarray | None:
+        """``(M,)`` the batch verl-agent's ``fit`` would pass to the advantage (padded with
+        copies and load-balanced: :mod:`.verl_batch`) when ``batch_world_size`` is set,
+        else None. The copies are drawn from a generator of their own, keyed by (seed,
+        step), so the rollouts' generators and step-1 identity are untouched."""
+        cfg = self.run.backend.local
+        if cfg.batch_world_size == 0:
+            return None
+        rng = np.random.default_rng([PAD_TAG, int(self.run.seed), int(step)])
+        seqlens = (inputs.lengths + 1).tolist()  # prompt tokens + the action
+        try:
+            return passed_rows(seqlens, cfg.batch_world_size, cfg.batch_micro_size, rng)
+        except PaddingUndefined as err:
+            raise UserError(f"step {step}: {err} (verl-agent's padding is undefined)",
+                            key="backend.local.batch_micro_size",
+                            value=cfg.batch_micro_size) from None
+
+    def _advantages(self, rows: Sequence[tuple[Episode, int, Any]], phi: torch.Tensor,
+                    passed: np.ndarray | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+        """Advantages from the arm's estimator, one per row (N,) or, with ``passed``
+        (``(M,)`` row indices), one per passed row (M,); and its diagnostics.
 
         Raw turn rewards and validity go in; the estimator applies its ``invalid_penalty``
         (the protocol's ``invalid_action_penalty``, bound at run resolution)."""
@@ -208,7 +237,7 @@ class Trainer:
             anchor_obs=[turn.observation for _, _, turn in rows],
             reward=torch.tensor([turn.reward for _, _, turn in rows], dtype=torch.float64),
             valid=np.array([turn.valid for _, _, turn in rows], dtype=bool),
-            phi=phi,
+            phi=phi, rows=passed,
         )
         out = self.estimator(batch)
         return out.advantages.detach().to(torch.float32), dict(out.diagnostics)
