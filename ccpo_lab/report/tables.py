@@ -233,26 +233,7 @@ def comparisons_table(model: ReportModel) -> Table:
         if show_poi_ci:
             row.append(fmt_ci_prob(c.ci_prob_improvement))
         rows += [tuple([*row, needed, c.verdict])]
-    m = len(model.comparisons)
-    welch = [c.arm for c in model.comparisons if c.test == "welch"]
-    test = "the paired t-test on the seeds both arms ran"
-    if welch:
-        test += f" (Welch's t-test for {', '.join(welch)}: fewer than 2 common seeds)"
-    versus = "its pair (arm vs reference)" if paired_arms else ref
-    family = "listed pair" if paired_arms else "comparison"
-    notes = [f"Δ = arm − {versus}{_unit(model)}; {lv} CI, p and seeds needed come from one "
-             f"test per row: {test}",
-             f"p (Holm): adjusted over the {m} {family}{'s' if m != 1 else ''}"
-             f"{'' if paired_arms else f' with {ref}'}; "
-             f"better or worse only when p (Holm) < {model.alpha:g} with ≥ 2 seeds per arm, "
-             "else unresolved",
-             f"seeds needed: per arm for power {model.power:g} at the observed Δ with the "
-             f"same test, two-sided, at α/{m} = {model.alpha / max(m, 1):.3g} (Colas et al. "
-             "2018; paired: from the sd of the per-seed differences)" + _more_note(model),
-             f"P(X>Y): probability that a seed of the arm beats a seed of {versus} "
-             "(Mann–Whitney U / (n_x n_y))"
-             + ("" if show_poi_ci else f"; its bootstrap interval is shown from "
-                f"{model.bootstrap_min_seeds} seeds per arm")]
+    notes = _comparison_notes(model, paired_arms, show_poi_ci)
     if unverified:
         notes.append(f"{STEP1_MARK} step-1 identity not verified: " + "; ".join(unverified))
     if assumed:
@@ -263,6 +244,31 @@ def comparisons_table(model: ReportModel) -> Table:
     title = f"{model.metric}{_unit(model)}: each arm against " + (
         "its pair (analysis.pairs)" if paired_arms else ref)
     return Table("comparisons", title, tuple(columns), tuple(rows), tuple(notes))
+
+
+def _comparison_notes(model: ReportModel, paired_arms: bool, show_poi_ci: bool) -> list[str]:
+    """The comparisons table's notes: the test, Holm's family, seeds needed, P(X>Y)."""
+    ref, lv = model.reference, level(model)
+    m = len(model.comparisons)
+    welch = [c.arm for c in model.comparisons if c.test == "welch"]
+    test = "the paired t-test on the seeds both arms ran"
+    if welch:
+        test += f" (Welch's t-test for {', '.join(welch)}: fewer than 2 common seeds)"
+    versus = "its pair (arm vs reference)" if paired_arms else ref
+    family = "listed pair" if paired_arms else "comparison"
+    return [f"Δ = arm − {versus}{_unit(model)}; {lv} CI, p and seeds needed come from one "
+            f"test per row: {test}",
+            f"p (Holm): adjusted over the {m} {family}{'s' if m != 1 else ''}"
+            f"{'' if paired_arms else f' with {ref}'}; "
+            f"better or worse only when p (Holm) < {model.alpha:g} with ≥ 2 seeds per arm, "
+            "else unresolved",
+            f"seeds needed: per arm for power {model.power:g} at the observed Δ with the "
+            f"same test, two-sided, at α/{m} = {model.alpha / max(m, 1):.3g} (Colas et al. "
+            "2018; paired: from the sd of the per-seed differences)" + _more_note(model),
+            f"P(X>Y): probability that a seed of the arm beats a seed of {versus} "
+            "(Mann–Whitney U / (n_x n_y))"
+            + ("" if show_poi_ci else f"; its bootstrap interval is shown from "
+               f"{model.bootstrap_min_seeds} seeds per arm")]
 
 
 def _design_note(model: ReportModel) -> list[str]:
