@@ -3,7 +3,8 @@
 Every unfinished run selected goes first to the launcher its ``job.json`` names
 (:meth:`Launcher.cancel <ccpo_lab.launch.base.Launcher.cancel>`: one ``scancel`` for Slurm
 jobs; a queued ``local``/``inline`` run is dequeued). A run that a process on this host
-executes (it holds the run's ownership lock, :mod:`ccpo_lab.runs.owner`) is then sent
+executes (it provably holds the run's ownership lock and is the user's: the pid written in
+``owner.lock`` is never trusted alone, :func:`~ccpo_lab.runs.owner.lock_holders`) is then sent
 SIGINT (it records ``cancelled`` and exits), SIGKILL if it still runs after
 ``grace_s`` seconds, and the lock is watched until it is free: a run still held after that
 is reported as a problem, not as cancelled. Finally each stopped run is marked
@@ -22,7 +23,7 @@ from pathlib import Path
 from ccpo_lab.errors import UserError
 from ccpo_lab.launch.status import RunStatus, collect_status, tracker
 from ccpo_lab.runs.layout import RunDir
-from ccpo_lab.runs.owner import Owner, current_owner, try_acquire
+from ccpo_lab.runs.owner import Owner, UnsafeLockFile, current_owner, lock_holders, try_acquire
 from ccpo_lab.runs.provenance import now_iso
 
 GRACE_S = 10.0
@@ -53,16 +54,27 @@ def select(rows: list[RunStatus], arm: str | None, seed: int | None) -> list[Run
     return [r for r in rows if (arm is None or r.arm == arm) and (seed is None or r.seed == seed)]
 
 
-def _signal(owner: Owner, sig: int) -> str | None:
-    """Send ``sig`` to ``owner``; an error message, or None when sent."""
-    if owner.pid is None:
-        return "its process id is not known yet"
-    try:
-        os.kill(owner.pid, sig)
-    except ProcessLookupError:
-        return None  # gone meanwhile: what we wanted
-    except OSError as e:
-        return f"cannot signal {owner.describe()}: {e.strerror}"
+def _signal(rd: RunDir, owner: Owner, sig: int) -> str | None:
+    """Send ``sig`` to the processes that provably hold ``rd``'s lock and are ours
+    (:func:`~ccpo_lab.runs.owner.lock_holders`), never to a pid merely written in the
+    lock file; an error message, or None when sent (or when none holds it any more)."""
+    holders = lock_holders(rd)
+    if holders is None:
+        return (f"{owner.describe()} cannot be verified to hold the run's lock here (no "
+                "/proc): not signalled")
+    if not holders:
+        if current_owner(rd) is None:
+            return None  # gone meanwhile: what we wanted
+        return (f"owner.lock names {owner.describe()}, which does not hold the run's lock, "
+                "and no process of yours does (a stale or planted file, or another user's "
+                "run): not signalled")
+    for pid in holders:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            continue  # gone meanwhile: what we wanted
+        except OSError as e:
+            return f"cannot signal pid {pid}: {e.strerror}"
     return None
 
 
@@ -99,7 +111,7 @@ def stop_executors(rows: list[RunStatus], grace_s: float = GRACE_S
         if r.path in how:
             continue
         RunDir(r.path).update_job(cancel_requested=True)
-        error = _signal(owner, signal.SIGINT)
+        error = _signal(RunDir(r.path), owner, signal.SIGINT)
         if error:
             problems.append(f"{r.arm} seed {r.seed}: {error}")
             continue
@@ -112,7 +124,7 @@ def stop_executors(rows: list[RunStatus], grace_s: float = GRACE_S
                         f"{time.monotonic() - started:.1f} s"
     for path in still:
         r, owner = held[path]
-        error = _signal(owner, signal.SIGKILL)
+        error = _signal(RunDir(path), owner, signal.SIGKILL)
         if error:
             problems.append(f"{r.arm} seed {r.seed}: {error}")
     stuck = _wait_free([RunDir(p) for p in still], KILL_WAIT_S) if still else set()
@@ -131,7 +143,10 @@ def _mark_cancelled(rd: RunDir, when: str, locked_wait_s: float = 3.0) -> bool:
     is recording its own outcome); False when a process still holds the run."""
     deadline = time.monotonic() + locked_wait_s
     while True:
-        lock = try_acquire(rd)
+        try:
+            lock = try_acquire(rd)
+        except UnsafeLockFile:
+            return False  # never written through: reported as not stopped
         if lock is not None:
             break
         if time.monotonic() >= deadline:

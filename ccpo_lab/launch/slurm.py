@@ -12,6 +12,7 @@ environment), not the one that submitted them. Queries (``sacct``, falling back 
 from __future__ import annotations
 
 import dataclasses
+import re
 import shutil
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -30,6 +31,7 @@ from ccpo_lab.launch.params import (
     slurm_parameters,
 )
 from ccpo_lab.placement import Placement
+from ccpo_lab.runs.files import excerpt
 from ccpo_lab.runs.layout import RunDir
 
 if TYPE_CHECKING:
@@ -255,9 +257,12 @@ class SlurmLauncher(Launcher):
 
     @classmethod
     def cancel(cls, rows: Sequence[RunStatus]) -> tuple[list[tuple[RunStatus, str]], list[str]]:
-        """One ``scancel`` for every queued or running job."""
-        live = [r for r in rows if r.live and r.job_id]
-        problems = []
+        """One ``scancel`` for every queued or running job whose id is a Slurm job id (an
+        id read from ``job.json`` that is not one never reaches a command line)."""
+        problems = [f"{r.arm} seed {r.seed}: {r.path / 'job.json'}: job_id "
+                    f"{excerpt(str(r.job_id))!r} is not a Slurm job id: not cancelled"
+                    for r in rows if r.live and r.job_id and not valid_job_id(str(r.job_id))]
+        live = [r for r in rows if r.live and r.job_id and valid_job_id(str(r.job_id))]
         if live:
             ok, msg = cancel_jobs([str(r.job_id) for r in live])
             if not ok:
@@ -299,7 +304,7 @@ def query_states(job_ids: Iterable[str]) -> dict[str, dict[str, str]] | None:
     One ``sacct`` call (``squeue`` if accounting does not answer), at most
     :data:`QUERY_TIMEOUT_S` seconds; ``None`` when the scheduler cannot be asked.
     """
-    wanted = sorted({str(j) for j in job_ids if j})
+    wanted = sorted({str(j) for j in job_ids if j and valid_job_id(str(j))})
     if not wanted:
         return {}
     roots = sorted({j.split("_")[0] for j in wanted})
@@ -332,13 +337,28 @@ def query_states(job_ids: Iterable[str]) -> dict[str, dict[str, str]] | None:
     return out
 
 
+JOB_ID = re.compile(r"[0-9]+(_[0-9]+)?")
+"""A Slurm job id as ccpo-lab records one: ``123`` or an array task ``123_4``."""
+
+
+def valid_job_id(job_id: str) -> bool:
+    """Whether ``job_id`` (read from a file) is a Slurm job id (:data:`JOB_ID`)."""
+    return isinstance(job_id, str) and JOB_ID.fullmatch(job_id) is not None
+
+
 def cancel_jobs(job_ids: Sequence[str]) -> tuple[bool, str]:
-    """``scancel`` the given job ids in one call. Returns (ok, message)."""
-    if not job_ids:
-        return True, ""
+    """``scancel -- <ids>`` in one call, for the ids that are Slurm job ids (the others
+    are named in the message and not passed). Returns (ok, message)."""
+    bad = [j for j in job_ids if not valid_job_id(j)]
+    good = [j for j in job_ids if valid_job_id(j)]
+    msg = "; ".join(f"{excerpt(j)!r} is not a Slurm job id: not passed to scancel"
+                    for j in bad)
+    if not good:
+        return not bad, msg
     try:
-        r = subprocess.run(["scancel", *job_ids], capture_output=True, text=True,
+        r = subprocess.run(["scancel", "--", *good], capture_output=True, text=True,
                            timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired) as e:
-        return False, str(e)
-    return r.returncode == 0, (r.stderr or r.stdout).strip()
+        return False, "; ".join(x for x in (msg, str(e)) if x)
+    out = (r.stderr or r.stdout).strip()
+    return r.returncode == 0 and not bad, "; ".join(x for x in (msg, out) if x)

@@ -14,16 +14,30 @@ still rely on), a holder only closes its copy. The directory is ``$CCPO_LAB_GPU_
 else ``<tmp>/ccpo-lab-gpu-locks`` (created world-writable and sticky, so every user of the
 machine shares it). GPU indices are the ones the slots name (``$CUDA_VISIBLE_DEVICES`` or
 ``nvidia-smi`` numbering).
+
+A shared folder is used only while nobody else controls it: a real directory (not a
+link) owned by this user or by root, and sticky if others may write to it (so nobody can
+replace another user's lock file). Otherwise (another user created it, or made it
+writable without the sticky bit) this user's own ``<tmp>/ccpo-lab-gpu-locks-<uid>`` is
+used, with a warning: that user's sweeps then do not see these locks. A lock file is
+opened without following a link or blocking on a FIFO and refused unless it is a regular
+file (:class:`~ccpo_lab.runs.owner.UnsafeLockFile`); it is made readable by others only
+when this user owns it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
+import stat
+import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+
+from ccpo_lab.runs.owner import UnsafeLockFile, open_lock_file
 
 LOCK_DIR_ENV = "CCPO_LAB_GPU_LOCK_DIR"
 """Environment variable naming the lock directory."""
@@ -33,15 +47,43 @@ LOCK_FDS_ENV = "CCPO_LAB_LOCK_FDS"
 
 
 def lock_dir() -> Path:
-    """The machine's GPU lock directory (created if missing)."""
+    """The machine's GPU lock directory (created if missing; module docstring: a shared
+    folder someone else controls is not used)."""
     env = os.environ.get(LOCK_DIR_ENV, "").strip()
     d = Path(env) if env else Path(tempfile.gettempdir()) / "ccpo-lab-gpu-locks"
-    if not d.is_dir():
+    if not d.is_dir() and not d.is_symlink():
         d.mkdir(parents=True, exist_ok=True)
         if not env:
             with contextlib.suppress(OSError):
                 d.chmod(0o1777)
-    return d
+    why = foreign(d)
+    if why is None:
+        return d
+    own = Path(tempfile.gettempdir()) / f"ccpo-lab-gpu-locks-{os.getuid()}"
+    print(f"warning: GPU lock folder {d} {why}: not used; using {own} (other users' "
+          "sweeps do not see these locks)", file=sys.stderr, flush=True)
+    own.mkdir(mode=0o700, exist_ok=True)
+    if foreign(own) is not None:
+        raise UnsafeLockFile(errno.EPERM, f"{foreign(own)}: refusing to lock GPUs there",
+                             str(own))
+    return own
+
+
+def foreign(d: Path) -> str | None:
+    """Why someone else controls the folder ``d`` (None: it is safe to lock in)."""
+    try:
+        st = os.lstat(d)
+    except OSError as e:
+        return f"cannot be read ({e.strerror})"
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link"
+    if not stat.S_ISDIR(st.st_mode):
+        return "is not a directory"
+    if st.st_uid not in (os.getuid(), 0):
+        return f"belongs to another user (uid {st.st_uid})"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+        return "is writable by others without the sticky bit"
+    return None
 
 
 class GpuLock:
@@ -77,10 +119,12 @@ class GpuLock:
 
 
 def _lock_file(path: Path) -> int | None:
-    """An exclusively locked descriptor of ``path`` (created), or None if it is held."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-    with contextlib.suppress(OSError):
-        os.fchmod(fd, 0o666)  # readable by the next user whatever the umask
+    """An exclusively locked descriptor of ``path`` (created), or None if it is held;
+    :class:`UnsafeLockFile` when it is not a regular file."""
+    fd = open_lock_file(path, os.O_RDWR | os.O_CREAT, 0o666)
+    if os.fstat(fd).st_uid == os.getuid():
+        with contextlib.suppress(OSError):
+            os.fchmod(fd, 0o666)  # readable by the next user whatever the umask
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

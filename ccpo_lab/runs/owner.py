@@ -8,7 +8,12 @@ lock when its holder exits, however it exits (``kill -9`` included), so a lock i
 stale, and "the lock is held" is what ``status`` means by a running run.
 
 The lock file also holds the owner's pid, host and start time (JSON), written once the
-lock is taken, so ``status`` and ``cancel`` know which process to show and to signal.
+lock is taken, so ``status`` can show the process. That text is never trusted to signal
+anything: :func:`lock_holders` finds the processes that provably hold the lock (an open
+file description of this very file carrying the exclusive lock, in ``/proc``) and are
+this user's, and ``cancel`` signals only those. The lock file is opened without following
+a symbolic link and without blocking (a FIFO), and refused unless it is a regular file
+(:class:`UnsafeLockFile`): nothing is written through a link, and nothing waits on a FIFO.
 
 A probe (:func:`current_owner`) takes a shared lock for a few microseconds; an executor
 that finds only probes in its way retries (for at most :data:`ACQUIRE_RETRY_S`), one that
@@ -24,6 +29,7 @@ import fcntl
 import json
 import os
 import socket
+import stat
 import sys
 import time
 from collections.abc import Iterator
@@ -58,6 +64,30 @@ class Owner:
         """``pid 1234 on node7``."""
         where = "" if self.here or not self.host else f" on {self.host}"
         return f"pid {self.pid if self.pid is not None else '?'}{where}"
+
+
+class UnsafeLockFile(OSError):
+    """``owner.lock`` is not a regular file (a symbolic link, a FIFO, ...): not used."""
+
+
+_SAFE_OPEN = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def open_lock_file(path: os.PathLike[str] | str, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` of a lock or state file without following a link or blocking on a
+    FIFO; the descriptor of a regular file, else :class:`UnsafeLockFile` (the caller's
+    ``FileNotFoundError`` passes through)."""
+    try:
+        fd = os.open(path, flags | _SAFE_OPEN, mode)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UnsafeLockFile(errno.ELOOP, "a symbolic link: not followed",
+                                 str(path)) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafeLockFile(errno.EINVAL, "not a regular file", str(path))
+    return fd
 
 
 class RunBusy(Exception):
@@ -127,7 +157,7 @@ def _read(fd: int) -> Owner:
 def _held_exclusively(rd: RunDir) -> bool:
     """Whether an executor (not a probe's shared lock) holds the run's lock."""
     try:
-        fd = os.open(rd.owner_lock, os.O_RDONLY)
+        fd = open_lock_file(rd.owner_lock, os.O_RDONLY)
     except OSError:
         return False
     try:
@@ -155,7 +185,7 @@ def acquire(rd: RunDir, *, wait_s: float = ACQUIRE_RETRY_S) -> OwnerLock:
         held._depth += 1
         return held
     rd.path.mkdir(parents=True, exist_ok=True)
-    fd = os.open(rd.owner_lock, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_lock_file(rd.owner_lock, os.O_RDWR | os.O_CREAT)
     deadline = time.monotonic() + wait_s
     while True:
         try:
@@ -204,7 +234,7 @@ def current_owner(rd: RunDir) -> Owner | None:
     if held is not None and held._pid == os.getpid() and held.locked:
         return Owner(pid=os.getpid(), host=socket.gethostname(), since=None)
     try:
-        fd = os.open(rd.owner_lock, os.O_RDONLY)
+        fd = open_lock_file(rd.owner_lock, os.O_RDONLY)
     except OSError:
         return None
     try:
@@ -218,6 +248,58 @@ def current_owner(rd: RunDir) -> Owner | None:
         return None
     finally:
         os.close(fd)
+
+
+def lock_holders(rd: RunDir) -> list[int] | None:
+    """Pids of this user's processes that hold the run's lock exclusively: an open file
+    description of this ``owner.lock`` (same device and inode) whose ``/proc/<pid>/fdinfo``
+    shows the ``FLOCK ... WRITE`` lock. The pid the file names is looked at first; if it
+    is not such a holder (a stale or a planted file), every process is. None where
+    ``/proc`` cannot tell (not Linux): then nothing may be signalled."""
+    try:
+        fd = open_lock_file(rd.owner_lock, os.O_RDONLY)
+    except OSError:
+        return []
+    try:
+        st = os.fstat(fd)
+        named = _read(fd).pid
+    finally:
+        os.close(fd)
+    if not os.path.isdir("/proc/self/fdinfo"):
+        return None
+    ident = (st.st_dev, st.st_ino)
+    if named is not None and named != os.getpid() and _holds(named, ident):
+        return [named]
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid() and _holds(int(entry), ident):
+            out.append(int(entry))
+    return out
+
+
+def _holds(pid: int, ident: tuple[int, int]) -> bool:
+    """Whether process ``pid`` is this user's and holds the exclusive flock of the file
+    ``ident`` (``(st_dev, st_ino)``) through one of its descriptors."""
+    base = f"/proc/{pid}"
+    try:
+        if os.stat(base).st_uid != os.getuid():
+            return False
+        fds = os.listdir(f"{base}/fd")
+    except OSError:
+        return False
+    for name in fds:
+        try:
+            st = os.stat(f"{base}/fd/{name}")
+            if (st.st_dev, st.st_ino) != ident:
+                continue
+            with open(f"{base}/fdinfo/{name}", encoding="ascii", errors="replace") as fh:
+                info = fh.read(4096)
+        except OSError:
+            continue
+        if any(line.startswith("lock:") and " FLOCK " in line and " WRITE " in line
+               for line in info.splitlines()):
+            return True
+    return False
 
 
 @contextlib.contextmanager
