@@ -15,6 +15,7 @@ writes are UTF-8 whatever the locale.
 from __future__ import annotations
 
 import codecs
+import re
 import sys
 import unicodedata
 from typing import Any
@@ -28,6 +29,16 @@ SPELLINGS = {
     "✗": "x", "─": "-", "━": "-", "│": "|", "┃": "|", "╇": "+", "┼": "+", "€": "EUR",
 }
 """ASCII spellings of the characters ccpo-lab prints (and a few common ones)."""
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def safe(text: object) -> str:
+    """``text`` fit for a terminal: every control character but newline and tab (ESC of
+    a terminal escape sequence, BEL, carriage return, C1 codes) written as ``\\x..``, so
+    no text taken from a file can set the title, the clipboard or the screen."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
 
 
 def spell(text: str) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ccpo_lab.errors import UserError
-from ccpo_lab.launch.status import RunStatus, collect_status, tracker
+from ccpo_lab.launch.status import LEFT_OUT, RunStatus, collect_status, tracker
 from ccpo_lab.runs.layout import RunDir
 from ccpo_lab.runs.owner import Owner, UnsafeLockFile, current_owner, lock_holders, try_acquire
 from ccpo_lab.runs.provenance import now_iso
@@ -166,7 +166,11 @@ def cancel_runs(sweep_dir: Path, *, arm: str | None = None, seed: int | None = N
     if not rows:
         raise UserError("no runs found (expected <sweep dir>/<arm>/seed-<k>/ or sweep.json)",
                         file=sweep_dir)
-    return cancel_rows([r for r in select(rows, arm, seed) if not r.terminal], grace_s)
+    chosen = [r for r in select(rows, arm, seed) if not r.terminal]
+    left = [f"{r.arm} seed {r.seed}: {r.note}: not touched" for r in chosen
+            if r.state == LEFT_OUT]
+    done, problems = cancel_rows([r for r in chosen if r.state != LEFT_OUT], grace_s)
+    return done, left + problems
 
 
 def cancel_rows(chosen: list[RunStatus], grace_s: float = GRACE_S

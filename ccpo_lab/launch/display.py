@@ -20,6 +20,7 @@ from ccpo_lab.launch.status import (
 )
 from ccpo_lab.launch.watcher import QueryWatcher
 from ccpo_lab.runs.layout import RunDir
+from ccpo_lab.textout import safe
 
 STATE_STYLE = {"pending": "dim", "running": "cyan", "completed": "green", "failed": "bold red",
                "cancelled": "yellow", "interrupted": "yellow", "requeued": "magenta",
@@ -95,12 +96,12 @@ def status_table(rows: list[RunStatus], title: str, bars: bool = False) -> Any:
                          step_text)
             step = grid
         live = r.state == "running"
-        table.add_row(r.arm, str(r.seed), state, step,
+        table.add_row(safe(r.arm), str(r.seed), state, step,
                       "-" if r.last_val is None else f"{r.last_val:.3f}",
                       _per_step(r.steps_per_s) if live else "-",
                       format_elapsed(r.eta_s) if r.eta_s is not None else "-",
                       format_elapsed(r.elapsed_s))
-    below = [f"{r.arm} seed {r.seed}: {r.note}" for r in rows if r.note]
+    below = [safe(f"{r.arm} seed {r.seed}: {r.note}") for r in rows if r.note]
     below += follow_lines(rows)
     below.append(summary_line(rows))
     return Group(fitted(table), Text("\n".join(below)))
@@ -120,7 +121,7 @@ def follow_lines(rows: list[RunStatus]) -> list[str]:
             out += [f"{head}, its log:", f"  tail -f {_rel(r.log)}"]
         else:
             out.append(f"{head}: no log file (it runs in the launching process)")
-    return out
+    return [safe(x) for x in out]
 
 
 def failure_details(rows: list[RunStatus], lines: int = 15) -> list[str]:
@@ -136,7 +137,7 @@ def failure_details(rows: list[RunStatus], lines: int = 15) -> list[str]:
         if r.error:
             text.append(f"    exception: {r.error}")
         if r.traceback:
-            tb = r.traceback.rstrip().splitlines()[-lines:]
+            tb = str(r.traceback).rstrip().splitlines()[-lines:]
             text.append("    traceback (last lines):")
             text.extend("      " + x for x in tb)
         err = tail(r.stderr, lines)
@@ -145,7 +146,7 @@ def failure_details(rows: list[RunStatus], lines: int = 15) -> list[str]:
             text.extend("      " + x for x in err.splitlines())
         if r.stdout or r.stderr:
             text.append(f"    logs: {_rel(r.stdout)}  {_rel(r.stderr)}")
-        out.append("\n".join(text))
+        out.append(safe("\n".join(text)))  # every text here comes from the run's files
     return out
 
 

@@ -27,7 +27,7 @@ from typing import Any
 from ccpo_lab.launch.base import TERMINAL, Launcher, Reconciled
 from ccpo_lab.launch.registry import LAUNCHERS
 from ccpo_lab.launch.watcher import QueryWatcher
-from ccpo_lab.runs.files import RunFileError, check_inside
+from ccpo_lab.runs.files import RunFileError, check_inside, excerpt
 from ccpo_lab.runs.layout import Placed, RunDir, SweepDir
 from ccpo_lab.runs.owner import Owner, current_owner
 
@@ -132,6 +132,30 @@ def _inside(path: Any, root: Path) -> str | None:
     return path
 
 
+_STATE_INTS = ("step", "total_steps")
+_STATE_TEXTS = ("state", "started", "updated", "error", "traceback")
+
+
+def state_problem(st: Any) -> str | None:
+    """Why a ``state.json`` cannot be shown (a field of the wrong kind: a step of
+    ``"abc"``, ``Infinity`` or ``1e400``, ``total_steps: [1]``...), named; None when
+    every field the status reads has its kind."""
+    if not isinstance(st, dict):
+        return f"not a JSON object (got {type(st).__name__})"
+    for key in _STATE_INTS:
+        v = st.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            return f"{key}: not a whole number >= 0 (got {excerpt(str(v))})"
+    for key in _STATE_TEXTS:
+        v = st.get(key)
+        if v is not None and not isinstance(v, str):
+            return f"{key}: not a text (got {excerpt(str(v))})"
+    origin = st.get("rate_from")
+    if origin is not None and not isinstance(origin, dict):
+        return f"rate_from: not an object (got {excerpt(str(origin))})"
+    return None
+
+
 def _left_out(p: Placed) -> RunStatus:
     """The row of a directory that is not a run of its place: named, nothing more read."""
     rd = p.rd
@@ -186,6 +210,10 @@ def collect_status(sweep_dir: str | Path, runs: Sequence[RunDir] | None = None, 
     rows: dict[Path, RunStatus] = {p.rd.path: _left_out(p) for p in placed
                                    if p.problem is not None}
     for rd, info, st, job in infos:
+        why = state_problem(st)
+        if why is not None:
+            rows[rd.path] = _left_out(Placed(rd, info, f"{rd.state_json}: {why}"))
+            continue
         kind = job.get("launcher")
         track = tracker(kind)
         file_state = str(st.get("state", "pending"))

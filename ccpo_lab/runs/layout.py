@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,7 +58,7 @@ from ccpo_lab.config.yamlio import (
 )
 from ccpo_lab.errors import RunConflictError, UserError
 from ccpo_lab.estimators.spec import resolve_params
-from ccpo_lab.runs.files import RunFileError, read_small
+from ccpo_lab.runs.files import RunFileError, check_inside, excerpt, read_small
 from ccpo_lab.runs.provenance import now_iso, provenance
 
 RUN_STATES = ("pending", "running", "completed", "failed", "cancelled", "interrupted",
@@ -456,6 +457,18 @@ class SweepDir:
             raise UserError(f"unreadable sweep manifest: {e}", file=p) from None
         if not isinstance(doc, dict):
             raise UserError("sweep manifest must be a JSON object", file=p)
+        for key, kind, item in (("arms", list, str), ("seeds", list, int),
+                                ("runs", list, dict), ("config", dict, None),
+                                ("analysis", dict, None)):
+            v = doc.get(key)
+            if v is None:
+                continue
+            if not isinstance(v, kind) or (item is not None and not all(
+                    isinstance(x, item) and not isinstance(x, bool) for x in v)):
+                what = f"a list of {item.__name__}" if item is not None else "an object"
+                raise UserError(f"sweep manifest: must be {what}", file=p, key=key,
+                                value=v if isinstance(v, int | float | str) else
+                                json.dumps(v)[:200])
         return doc
 
     def write_manifest(self, data: Mapping[str, Any]) -> None:
@@ -559,6 +572,25 @@ class SweepDir:
         found, left = self.discover()
         return newest_runs(found), left
 
+    def _listed_dirs(self, data: Mapping[str, Any]) -> list[RunDir]:
+        """The manifest's run directories that lie inside the sweep directory; any other
+        (an absolute path, ``..``, a link leading out) is refused, named on stderr, and
+        never read or acted on."""
+        out = []
+        runs = data.get("runs", [])
+        for i, e in enumerate(runs if isinstance(runs, list) else []):
+            if not (isinstance(e, dict) and isinstance(e.get("dir"), str)):
+                continue
+            try:
+                check_inside(self.path / e["dir"], self.path)
+            except RunFileError:
+                print(f"warning: {self.manifest}: runs[{i}].dir {excerpt(e['dir'])!r} "
+                      "lies outside the sweep directory: refused", file=sys.stderr,
+                      flush=True)
+                continue
+            out.append(RunDir(self.path / e["dir"]))
+        return out
+
     def run_dirs(self) -> list[RunDir]:
         """Run directories: the manifest's, then every other ``<arm>/seed-*`` holding a run
         file (:meth:`scan`: those whose ``run.json`` is missing or disagrees included).
@@ -566,8 +598,7 @@ class SweepDir:
         Ordered by arm (in manifest order when known), seed, then directory name.
         """
         data = self.read_manifest()
-        listed = [RunDir(self.path / e["dir"]) for e in data.get("runs", [])
-                  if isinstance(e, dict) and isinstance(e.get("dir"), str)]
+        listed = self._listed_dirs(data)
         placed = {p.rd.path: p for p in self.scan()}
         unique = list({rd.path: rd for rd in [*listed, *(p.rd for p in placed.values())]
                        }.values())
