@@ -17,7 +17,14 @@ wrappers:
 With :func:`use_disk_cache`, the two load-time results (a game's grammar parse and its
 PDDL translation, about 80% of loading an engine) are also kept as pickle files keyed by a
 hash of their input and of the library versions, so the other runs of a sweep, which load
-the same games in other processes, read them instead of recomputing them.
+the same games in other processes, read them instead of recomputing them. Unpickling runs
+code, and the cache folder lies under the results folder, which others may be able to
+write to: every cache file is signed with an HMAC-SHA256 under a secret key of this user's,
+kept outside the results (``$XDG_CONFIG_HOME/ccpo-lab/cache-key``, else
+``~/.config/ccpo-lab/cache-key``, created 0600; refused unless it is a regular file of this
+user's that nobody else can read). A file whose signature does not verify (planted, or
+written by another user) is never unpickled: it is recomputed and rewritten, with one
+warning line. Without a usable key (a read-only home, say) the cache stays in memory.
 
 It also replaces ``copy_context`` of ``textgen``: for every symbol it expands, TextWorld
 ``deepcopy``-s the context's ``variables`` and ``mapping`` dicts (about 70% of an ALFWorld
@@ -93,29 +100,100 @@ def _versions() -> tuple[str, ...]:
     return (str(DISK_FORMAT), *engine_versions())
 
 
+SIGNED = b"ccpo-lab signed cache 1\n"
+"""First bytes of a signed cache file; the HMAC-SHA256 of the pickle follows, then it."""
+KEY_BYTES = 32
+
+
+def key_file() -> Path:
+    """Where this user's cache-signing key lives (outside any results folder)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "ccpo-lab" / "cache-key"
+
+
+@functools.cache
+def signing_key() -> bytes | None:
+    """This user's secret key (created on first use, 0600); None when none can be had or
+    the file is not a regular file of this user's that only they can read."""
+    import secrets
+
+    path = key_file()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(fd, "wb") as f:
+                f.write(secrets.token_bytes(KEY_BYTES))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            import stat as _stat
+
+            if (not _stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid()
+                    or st.st_mode & 0o077):
+                return None
+            key = f.read(KEY_BYTES + 1)
+    except OSError:
+        return None
+    return key if len(key) == KEY_BYTES else None
+
+
+def _sign(blob: bytes, key: bytes) -> bytes:
+    import hmac
+
+    return hmac.new(key, blob, hashlib.sha256).digest()
+
+
 def _disk_path(name: str, key: Any) -> Path | None:
-    if not _DISK:
+    if not _DISK or signing_key() is None:
         return None
     digest = hashlib.sha256(pickle.dumps((name, _versions(), key), protocol=4)).hexdigest()
     return _DISK[0] / f"{name}-{digest[:32]}.pickle"
 
 
+_WARNED: list[Path] = []
+
+
 def _disk_read(path: Path | None) -> tuple[Any, bytes | None]:
-    """``(value, its pickle)`` stored at ``path``, or ``(None, None)``."""
-    if path is None:
+    """``(value, its pickle)`` stored at ``path``, or ``(None, None)``: only a file whose
+    signature verifies under this user's key is unpickled."""
+    import hmac
+
+    key = signing_key()
+    if path is None or key is None:
         return None, None
     try:
-        blob = path.read_bytes()
+        data = path.read_bytes()
+    except OSError:
+        return None, None
+    head = len(SIGNED) + hashlib.sha256().digest_size
+    sig, blob = data[len(SIGNED):head], data[head:]
+    if not (data.startswith(SIGNED) and hmac.compare_digest(sig, _sign(blob, key))):
+        if path.parent not in _WARNED:
+            _WARNED.append(path.parent)
+            print(f"warning: {path}: not signed by this user's key (planted, damaged or "
+                  "another user's): not loaded; recomputed", file=sys.stderr, flush=True)
+        return None, None
+    try:
         return pickle.loads(blob), blob
-    except Exception:  # noqa: BLE001 - missing or damaged: recompute
+    except Exception:  # noqa: BLE001 - signed but stale (library change): recompute
         return None, None
 
 
-def write_cache_file(path: Path | None, blob: bytes) -> None:
-    """Write a cache file atomically (None: nothing); a read-only or full disk only costs
-    the caching."""
+def write_cache_file(path: Path | None, blob: bytes, *, sign: bool = True) -> None:
+    """Write a cache file atomically, signed (None, or no key: nothing); ``sign=False``
+    for a format whose reader runs no code (``torch.load(weights_only=True)``). A
+    read-only or full disk only costs the caching."""
     if path is None:
         return
+    if sign:
+        key = signing_key()
+        if key is None:
+            return
+        blob = SIGNED + _sign(blob, key) + blob
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

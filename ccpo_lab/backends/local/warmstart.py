@@ -153,7 +153,7 @@ def _load(path: Path) -> dict[str, Any] | None:
 def _store(path: Path, data: dict[str, Any]) -> None:
     buf = io.BytesIO()
     torch.save(data, buf)
-    speedups.write_cache_file(path, buf.getvalue())
+    speedups.write_cache_file(path, buf.getvalue(), sign=False)  # read with weights_only
 
 
 @dataclass(frozen=True)

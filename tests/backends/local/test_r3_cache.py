@@ -1,0 +1,97 @@
+"""Reliability round 3 (issue 36), item 5: nothing read from a results, games or cache
+folder runs code. The engine cache's pickles are signed with a key of the user's kept
+outside the results; a planted pickle is never loaded."""
+
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+
+from ccpo_lab.backends.local import speedups
+
+
+class _Boom:
+    """Unpickling it creates a marker file (what a planted pickle could do)."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str, str]]:
+        return (open, (str(self.marker), "w"))
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    speedups.signing_key.cache_clear()
+    speedups.use_disk_cache(tmp_path / "results" / ".games" / ".engines")
+    yield tmp_path / "results" / ".games" / ".engines"
+    speedups.use_disk_cache(None)
+    speedups.signing_key.cache_clear()
+
+
+def _cached(calls: list[int]):  # type: ignore[no-untyped-def]
+    def compute(x: int) -> dict[str, int]:
+        calls.append(x)
+        return {"value": x * 2}
+
+    return speedups._memoised(compute, copies=True, name="test_fn", persist=True)
+
+
+def test_a_planted_pickle_is_never_loaded(cache: Path, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    marker = tmp_path / "pwned"
+    path = speedups._disk_path("test_fn", ((21,), ()))
+    assert path is not None and path.parent == cache
+    cache.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(pickle.dumps(_Boom(marker)))  # an unsigned pickle where one is read
+    calls: list[int] = []
+    assert _cached(calls)(21) == {"value": 42}
+    assert not marker.exists() and calls == [21]  # recomputed, nothing run
+    assert "not signed by this user's key" in capsys.readouterr().err
+    # a forged signature (another key) is no better
+    path.write_bytes(speedups.SIGNED + b"\0" * 32 + pickle.dumps(_Boom(marker)))
+    assert _cached([])(21) == {"value": 42} and not marker.exists()
+
+
+def test_a_signed_file_is_read_back_by_another_process_of_the_user(cache: Path) -> None:
+    calls: list[int] = []
+    assert _cached(calls)(5) == {"value": 10} and calls == [5]
+    path = speedups._disk_path("test_fn", ((5,), ()))
+    assert path is not None and path.read_bytes().startswith(speedups.SIGNED)
+    again: list[int] = []
+    assert _cached(again)(5) == {"value": 10} and again == []  # read from disk
+
+
+def test_the_key_is_private_and_refused_otherwise(cache: Path) -> None:
+    assert speedups.signing_key() is not None
+    key = speedups.key_file()
+    assert oct(key.stat().st_mode & 0o777) == oct(0o600)
+    key.chmod(0o644)  # readable by others: anyone could forge a signature
+    speedups.signing_key.cache_clear()
+    assert speedups.signing_key() is None
+    assert speedups._disk_path("test_fn", ((1,), ())) is None  # memory only then
+    assert _cached([])(1) == {"value": 2}
+
+
+def test_a_read_only_home_leaves_the_cache_in_memory(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    if os.geteuid() == 0:
+        ro = tmp_path / "ro-file"
+        ro.write_text("")  # root writes anywhere: a config home that is a file stands in
+        monkeypatch.setenv("XDG_CONFIG_HOME", str(ro))
+    else:
+        (tmp_path / "ro").mkdir(mode=0o555)
+        monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "ro"))
+    speedups.signing_key.cache_clear()
+    try:
+        assert speedups.signing_key() is None
+        speedups.use_disk_cache(tmp_path / "engines")
+        assert _cached([])(3) == {"value": 6}
+        assert not any((tmp_path / "engines").iterdir())
+    finally:
+        speedups.use_disk_cache(None)
+        speedups.signing_key.cache_clear()
