@@ -128,7 +128,10 @@ def test_the_run_alone_holds_its_gpu_once_every_wrapper_is_killed(
     monkeypatch.setenv(NUM_GPUS_ENV, "1")
     assert main(_sweep(workdir, "alone", "seeds=[0]", "launcher.gpus_per_run=1")) == 0
     rd = RunDir(results / "alone" / "grpo" / "seed-0")
-    wait_until(lambda: _executing([rd]), 120, "the run to start")
+    # the run holds its lock a moment before it records its pid (and the pool its job's):
+    # wait for what the product guarantees, both records (issue 36, item 13)
+    wait_until(lambda: _executing([rd]) and rd.read_state().get("pid")
+               and rd.read_job().get("pid"), 120, "the run to start and record its pid")
     run = int(rd.read_state()["pid"])
     controller = int(rd.read_job()["pid"])
     (task,) = _children(controller)        # submitit's task: the job wrapper (supervise)
