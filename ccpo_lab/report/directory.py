@@ -9,6 +9,16 @@ whatever it was before, untouched. Files in an existing ``DIR`` that the new rep
 not write (a ``report.pdf`` compiled there, say) are carried over into the new one, so
 nothing is lost.
 
+Crash safety (issue 36, item 6): an existing report directory is replaced by an atomic
+exchange of the two directories (``renameat2(RENAME_EXCHANGE)``, where the file system
+has it): ``DIR`` is never absent, and at every instant it is the old report or the new
+one. The user's files of the old one are then moved into the new one; a crash meanwhile
+leaves them in the temporary sibling, which no later ``report --out`` deletes: ccpo-lab
+only ever removes the files a report's :data:`MANIFEST` lists (or a temporary folder
+whose writer marker, :data:`WRITER`, shows ccpo-lab was still filling it), and only a
+sibling whose writer is provably gone (its pid on this host; another host's is left
+alone). A directory that is neither empty nor a ccpo-lab report is refused as ``--out``.
+
 :func:`check_report_dir` is what ``sync --report DIR`` asks first: a directory without
 :data:`MANIFEST`, or whose files do not match it (an interrupted write of an older
 version, a hand-edited copy), is refused with what to do.
@@ -17,10 +27,13 @@ version, a hand-edited copy), is refused with what to do.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import secrets
 import shutil
+import socket
+import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -55,19 +68,84 @@ def _newest(d: Path) -> str | None:
     return None
 
 
+WRITER = ".ccpo-lab-writing"
+"""In a temporary folder being filled: its writer (host, pid). Removed once the folder is
+complete (its :data:`MANIFEST` written)."""
+
+
+def _temp_name(name: str, kind: str) -> str:
+    """``.<name><kind><host>-<pid>-<hex>``: who made a temporary sibling."""
+    host = socket.gethostname().replace("-", "_") or "host"
+    return f".{name}{kind}{host}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+def _writer_gone(folder: Path, prefix: str) -> bool:
+    """Whether the process that made ``folder`` (named by :func:`_temp_name`) is provably
+    gone: it ran on this host and its pid is not alive. Another host's: never."""
+    parts = folder.name[len(prefix):].rsplit("-", 2)
+    if len(parts) != 3 or not parts[1].isdigit():
+        return False
+    host = socket.gethostname().replace("-", "_") or "host"
+    if parts[0] != host:
+        return False
+    try:
+        os.kill(int(parts[1]), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def _ours(folder: Path) -> list[Path] | None:
+    """The entries of ``folder`` ccpo-lab wrote: everything, while its :data:`WRITER`
+    marker shows it was being filled; else the files its :data:`MANIFEST` lists and the
+    manifest; None when it cannot tell (nothing is then removed)."""
+    if (folder / WRITER).is_file() and not (folder / MANIFEST).exists():
+        return list(folder.iterdir())
+    try:
+        doc = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        files = doc.get("files") if isinstance(doc, dict) else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(files, dict):
+        return None
+    listed = [folder / n for n in files if isinstance(n, str) and "/" not in n
+              and n not in ("", ".", "..")]
+    return [p for p in listed if p.is_file() and not p.is_symlink()] + [folder / MANIFEST]
+
+
+def _remove_ours(folder: Path) -> list[str]:
+    """Remove what ccpo-lab wrote in ``folder``, then the folder if that empties it.
+    Returns the names left (files ccpo-lab did not write: never removed)."""
+    ours = _ours(folder)
+    if ours is None:
+        return sorted(p.name for p in folder.iterdir())
+    for p in ours:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                p.unlink()
+    with contextlib.suppress(OSError):
+        folder.rmdir()
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
 def _clean_stale(parent: Path, name: str) -> None:
-    """Remove temporary siblings of ``name`` left by writers that died (their pid gone)."""
-    for prefix in (f".{name}{_PARTIAL}", f".{name}{_OLD}"):
+    """Tidy temporary siblings of ``name`` left by writers that died on this host: their
+    ccpo-lab files are removed; a file ccpo-lab did not write (a user's file carried over
+    when the writer was killed) is left there, named on stderr."""
+    for kind in (_PARTIAL, _OLD):
+        prefix = f".{name}{kind}"
         for p in parent.glob(prefix + "*"):
-            pid = p.name[len(prefix):].split("-")[0]
-            if not pid.isdigit():
+            if not p.is_dir() or p.is_symlink() or not _writer_gone(p, prefix):
                 continue
-            try:
-                os.kill(int(pid), 0)
-            except ProcessLookupError:
-                shutil.rmtree(p, ignore_errors=True)
-            except OSError:
-                continue
+            left = _remove_ours(p)
+            if left:
+                print(f"warning: {p} holds files ccpo-lab did not write ({', '.join(left[:5])}"
+                      f"{'...' if len(left) > 5 else ''}), left by a report --out that was "
+                      "killed: kept; move them back by hand", file=sys.stderr, flush=True)
 
 
 def _check_target(out: Path, sweep_dir: Path | None) -> None:
@@ -82,6 +160,21 @@ def _check_target(out: Path, sweep_dir: Path | None) -> None:
     if (real / "sweep.json").exists():
         raise UserError("holds a sweep (sweep.json); a report directory is replaced whole: "
                         "choose a directory of its own", file=out, key="--out")
+
+
+def _check_report_target(out: Path) -> None:
+    """Refuse an existing ``--out`` that is neither empty nor a ccpo-lab report (no
+    :data:`MANIFEST`): replacing it would move what it holds."""
+    if not out.is_dir() or (out / MANIFEST).is_file():
+        return
+    try:
+        entries = sorted(p.name for p in out.iterdir())
+    except OSError:
+        return
+    if entries:
+        raise UserError(f"is not a report directory (no {MANIFEST}) and holds "
+                        f"{', '.join(entries[:3])}{'...' if len(entries) > 3 else ''}: "
+                        "choose a new or empty directory", file=out, key="--out")
 
 
 def _sync_dir(d: Path) -> None:
@@ -100,24 +193,64 @@ def _sync_dir(d: Path) -> None:
         os.close(fd)
 
 
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically exchange the directories ``a`` and ``b`` (``renameat2``); False where
+    the system or the file system cannot."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd = -100
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
 def _swap(tmp: Path, out: Path) -> None:
-    """Put the complete ``tmp`` in place of ``out``, carrying over the entries of ``out``
-    that ``tmp`` lacks; on failure everything is put back as it was."""
+    """Put the complete ``tmp`` in place of ``out`` (module docstring): an atomic exchange,
+    then the old report's entries the new one lacks moved into it, then the old report's
+    own files removed; a crash at any point leaves ``out`` whole and no user file lost."""
     if not out.exists():
         os.rename(tmp, out)
         return
     if not out.is_dir():
         raise UserError("is a file, expected a directory", file=out, key="--out")
-    entries = list(out.iterdir())
-    if not entries:
+    if not any(out.iterdir()):
         os.rename(tmp, out)  # rename(2) replaces an empty directory
         return
     written = {p.name for p in tmp.iterdir()}
+    if not _exchange(tmp, out):
+        _swap_by_renames(tmp, out, written)
+        return
+    old = tmp  # now the old report
+    ours = {p.name for p in (_ours(old) or [])}
+    for e in list(old.iterdir()):
+        if e.name not in written and e.name not in ours:
+            os.rename(e, out / e.name)  # the user's file: into the new report
+    left = _remove_ours(old)
+    if left:  # the old report listed files the new one also writes: kept, named
+        print(f"warning: {old} keeps {', '.join(left[:5])}: not removed", file=sys.stderr)
+
+
+def _swap_by_renames(tmp: Path, out: Path, written: set[str]) -> None:
+    """The swap without an exchange: carry the user's entries into ``tmp``, then two
+    renames (a window where ``out`` is absent, and a crash there leaves the user's files
+    in ``tmp``, which :func:`_clean_stale` keeps)."""
     carried: list[str] = []
-    old = out.with_name(f".{out.name}{_OLD}{os.getpid()}-{secrets.token_hex(3)}")
+    old = out.with_name(_temp_name(out.name, _OLD))
     moved = False
     try:
-        for e in entries:
+        for e in out.iterdir():
             if e.name not in written:
                 os.rename(e, tmp / e.name)
                 carried.append(e.name)
@@ -131,11 +264,12 @@ def _swap(tmp: Path, out: Path) -> None:
             with contextlib.suppress(OSError):
                 os.rename(tmp / name, out / name)
         raise
-    shutil.rmtree(old, ignore_errors=True)
+    _remove_ours(old)
 
 
 def _manifest(tmp: Path) -> None:
-    files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()}
+    files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir())
+             if p.is_file() and p.name != WRITER}
     text = json.dumps({"complete": True, "files": files}, indent=2, sort_keys=True) + "\n"
     with open(tmp / MANIFEST, "w", encoding="utf-8") as f:
         f.write(text)
@@ -159,22 +293,27 @@ def write_report_dir(out: str | Path, fill: Callable[[Path], list[Path]],
     if out.exists() and not out.is_dir():
         raise UserError("is a file, expected a directory", file=out, key="--out")
     _check_target(out, sweep_dir)
+    _check_report_target(out)
     parent = out.parent
-    tmp = parent / f".{out.name}{_PARTIAL}{os.getpid()}-{secrets.token_hex(3)}"
+    tmp = parent / _temp_name(out.name, _PARTIAL)
     try:
         parent.mkdir(parents=True, exist_ok=True)
         _clean_stale(parent, out.name)
         os.mkdir(tmp)
+        (tmp / WRITER).write_text(json.dumps({"host": socket.gethostname(),
+                                              "pid": os.getpid()}) + "\n")
     except OSError as e:
         raise _failure(e, out, None) from None
     try:
         written = fill(tmp)
         _manifest(tmp)
+        (tmp / WRITER).unlink()
         _sync_dir(tmp)
         _swap(tmp, out)
     except BaseException as e:
         culprit = _newest(tmp) if tmp.exists() else None
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp.exists():  # ccpo-lab's files only: after the exchange it holds the user's
+            _remove_ours(tmp)
         err = _os_error(e)
         if err is None or isinstance(e, UserError):
             raise
