@@ -153,8 +153,12 @@ class SyncResult:
 
 
 def default_uri(sweep_dir: Path) -> str:
-    """``sqlite:///<absolute sweep dir>/mlflow.db``."""
-    return "sqlite:///" + str(Path(sweep_dir).resolve() / STORE)
+    """``sqlite:///<absolute sweep dir>/mlflow.db``, the path percent-encoded (SQLAlchemy
+    decodes it): a ``?``, ``#`` or ``%20`` in a results path is part of the file name,
+    never a query, a fragment or an escape."""
+    from urllib.parse import quote
+
+    return "sqlite:///" + quote(str(Path(sweep_dir).resolve() / STORE), safe="/")
 
 
 def ui_command(port: int = 5000) -> str:

@@ -60,7 +60,9 @@ def sqlite_path(uri: str) -> Path | None:
     """The database file of a ``sqlite:///`` URI (None for any other store)."""
     if not uri.startswith("sqlite:///"):
         return None
-    return Path(uri[len("sqlite:///"):].split("?", 1)[0])
+    from urllib.parse import unquote
+
+    return Path(unquote(uri[len("sqlite:///"):].split("?", 1)[0]))
 
 
 def lock_path(uri: str, sweep_dir: Path) -> Path:
@@ -137,11 +139,14 @@ def _forget(uri: str) -> None:
 
 def _create(db: Path) -> None:
     """Build a new sqlite store at ``db`` in a temporary file and rename it into place."""
+    from urllib.parse import quote
+
     tmp = db.with_name(f".{db.name}.creating-{os.getpid()}")
     tmp.unlink(missing_ok=True)
+    uri = "sqlite:///" + quote(str(tmp), safe="/")  # a "?" or "#" in the path: a name
     try:
-        _open("sqlite:///" + str(tmp))
-        _forget("sqlite:///" + str(tmp))
+        _open(uri)
+        _forget(uri)
         os.replace(tmp, db)
     finally:
         tmp.unlink(missing_ok=True)
