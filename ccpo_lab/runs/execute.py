@@ -170,12 +170,46 @@ def _train(rd: RunDir, where: Placement) -> dict[str, Any]:
         return dict(eval_job_module().run_eval_job(rd.path, where))
 
     run = load_run_config(rd)
+    _record_stack(rd, run)
     train = backend_runner(run.backend.kind).train
     label = f"{run.arm} seed {run.seed}"
     print(f"{label}: {_start_line(run, rd)}", flush=True)
     if "progress" in inspect.signature(train).parameters and not sys.stdout.isatty():
         return dict(train(run, rd, placement=where, progress=ProgressLines(label)))
     return dict(train(run, rd, placement=where))
+
+
+def _record_stack(rd: RunDir, run: Any) -> None:
+    """Record in ``run.json`` the stack this attempt runs on (``verify`` compares arms'
+    stacks): for a run whose trainer has an interpreter of its own (the verl backend),
+    that interpreter's package versions."""
+    from ccpo_lab.runs.provenance import run_stack
+
+    settings = run.backend.settings
+    python = getattr(settings, "python", None)
+    versions = _trainer_versions(python) if python else None
+    with contextlib.suppress(OSError):
+        rd.update_run(stack=run_stack(versions, getattr(settings, "verl_agent_path", None)))
+
+
+def _trainer_versions(python: str) -> dict[str, str | None] | None:
+    """Package versions in the interpreter ``python`` (30 s at most; None if it cannot
+    say)."""
+    import json
+    import subprocess
+
+    code = "; ".join([
+        "import json", "from importlib import metadata as m",
+        "names = ('torch', 'vllm', 'flash-attn', 'transformers', 'alfworld')",
+        "have = {d.metadata['Name'].lower().replace('_', '-'): d.version for d in m.distributions()}",
+        "print(json.dumps({n: have.get(n) for n in names}))"])
+    try:
+        r = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=30,
+                           check=False)
+        data = json.loads(r.stdout) if r.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _start_line(run: Any, rd: RunDir) -> str:

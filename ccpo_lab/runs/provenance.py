@@ -60,3 +60,105 @@ def provenance() -> dict[str, Any]:
         "host": socket.gethostname(),
         "created": now_iso(),
     }
+
+
+STACK_FIELDS = ("gpu_model", "gpu_count", "driver", "cuda", "torch", "vllm", "flash_attn",
+                "transformers", "verl_agent_commit", "alfworld", "cpu_model", "isa",
+                "torch_kernel")
+"""What a run's ``stack`` record holds (issue 36, item 14): identical seeds give other
+results on other GPUs, drivers, CUDA, torch or vLLM versions, or CPU kernels, so a
+comparison across stacks is not a comparison of estimators."""
+
+
+def _cpu() -> tuple[str | None, str | None]:
+    """``(CPU model, widest vector ISA)`` from ``/proc/cpuinfo``."""
+    model, flags = None, ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and model is None:
+                    model = value.strip()
+                elif key.strip() == "flags" and not flags:
+                    flags = value
+                if model and flags:
+                    break
+    except OSError:
+        return None, None
+    words = set(flags.split())
+    isa = next((name for name, flag in (("avx512", "avx512f"), ("avx2", "avx2"),
+                                        ("avx", "avx"), ("sse4.2", "sse4_2")) if flag in words),
+               None)
+    return model, isa
+
+
+def _nvidia() -> tuple[str | None, int | None, str | None]:
+    """``(GPU model, GPU count, driver)`` from ``nvidia-smi`` (10 s at most), if present."""
+    import shutil
+
+    if shutil.which("nvidia-smi") is None:
+        return None, 0, None
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
+                            "--format=csv,noheader"], capture_output=True, text=True,
+                           timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None, None, None
+    rows = [[c.strip() for c in line.split(",")] for line in r.stdout.splitlines() if line]
+    if r.returncode != 0 or not rows:
+        return None, None, None
+    names = sorted({row[0] for row in rows})
+    return " + ".join(names), len(rows), rows[0][-1]
+
+
+def _torch() -> tuple[str | None, str | None]:
+    """``(CUDA version torch was built for, torch's CPU kernel level)``."""
+    try:
+        import torch
+    except ImportError:
+        return None, None
+    return torch.version.cuda, str(torch.backends.cpu.get_cpu_capability())
+
+
+def _checkout_commit(path: str | None) -> str | None:
+    """The commit of a verl-agent checkout: ``git rev-parse HEAD``, else the commit an
+    extracted tree records in ``.extracted-ok``."""
+    if not path:
+        return None
+    root = Path(path)
+    marker = root / ".extracted-ok"
+    try:
+        r = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                           text=True, timeout=10, check=False)
+        if r.returncode == 0 and r.stdout.strip():
+            return r.stdout.strip()
+        return marker.read_text(encoding="utf-8").split()[0] if marker.is_file() else None
+    except (OSError, subprocess.TimeoutExpired, IndexError):
+        return None
+
+
+def run_stack(versions: dict[str, str | None] | None = None,
+              verl_agent: str | None = None) -> dict[str, Any]:
+    """The stack a run executes on (:data:`STACK_FIELDS`; None where absent or unknown).
+
+    ``versions``: the trainer environment's package versions when the run trains in
+    another interpreter (the verl backend), else this one's; ``verl_agent``: the
+    verl-agent checkout it runs, if any."""
+    v = versions if versions is not None else package_versions(
+        ("torch", "vllm", "flash-attn", "transformers", "alfworld"))
+    gpu, count, driver = _nvidia()
+    cuda, kernel = _torch()
+    cpu, isa = _cpu()
+    return {"gpu_model": gpu, "gpu_count": count, "driver": driver, "cuda": cuda,
+            "torch": v.get("torch"), "vllm": v.get("vllm"), "flash_attn": v.get("flash-attn"),
+            "transformers": v.get("transformers"),
+            "verl_agent_commit": _checkout_commit(verl_agent), "alfworld": v.get("alfworld"),
+            "cpu_model": cpu, "isa": isa, "torch_kernel": kernel}
+
+
+def stack_differences(a: Any, b: Any) -> list[tuple[str, Any, Any]]:
+    """``(field, a's value, b's value)`` for each field two stack records differ in
+    (records that are not mappings: none compared)."""
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return []
+    return [(k, a.get(k), b.get(k)) for k in STACK_FIELDS if a.get(k) != b.get(k)]

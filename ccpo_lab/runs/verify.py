@@ -17,6 +17,7 @@ from typing import Any, Literal
 from ccpo_lab.config.identity import canonical_json
 from ccpo_lab.errors import UserError
 from ccpo_lab.runs.layout import RunDir
+from ccpo_lab.runs.provenance import stack_differences
 from ccpo_lab.runs.rollouts import Divergence, first_divergence, read_rollouts
 from ccpo_lab.runs.sweep_runs import load_sweep_runs
 
@@ -53,6 +54,11 @@ class SeedCheck:
     left_out: tuple[str, ...] = ()
     """Directories of this seed that are not runs of their place, each as
     ``<arm>/<dir>: left out: why`` (their arms are not compared)."""
+    stack_diffs: tuple[str, ...] = ()
+    """Where an arm ran on another stack than the reference arm (issue 36, item 14), each
+    as ``<arm>: <field> <its value> vs <reference's value>``."""
+    no_stack: tuple[str, ...] = ()
+    """Arms whose runs recorded no stack (made before it was recorded): not compared."""
 
     @property
     def missing(self) -> list[str]:
@@ -63,7 +69,7 @@ class SeedCheck:
     def ok(self) -> bool:
         """Whether this seed passes (identical, or a single arm that has a fingerprint, and
         no directory of the seed left out)."""
-        return not self.left_out and (
+        return not self.left_out and not self.stack_diffs and (
             self.status == "identical" or (self.status == "single" and not self.missing))
 
 
@@ -221,9 +227,26 @@ def _check_seed(seed: int, dirs: Mapping[str, Path], ref: str, left_out: tuple[s
         status = "identical"
     groups, varied, unread = (_group_counts(dirs[seed_ref]) if fps.get(seed_ref)
                               else (None, None, None))
+    diffs, unrecorded = _stacks(dirs, seed_ref)
     return SeedCheck(seed, status, seed_ref, fps, divergences, groups=groups,
                      distinct_groups=varied,
-                     left_out=left_out + ((unread,) if unread else ()))
+                     left_out=left_out + ((unread,) if unread else ()),
+                     stack_diffs=diffs, no_stack=unrecorded)
+
+
+def _stacks(dirs: Mapping[str, Path], ref: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The arms of a seed whose recorded stack differs from ``ref``'s (``arm: field value
+    vs value``), and those that recorded none."""
+    stacks = {a: RunDir(d).read_run().get("stack") for a, d in dirs.items()}
+    unrecorded = tuple(a for a, st in stacks.items() if not isinstance(st, dict))
+    base = stacks.get(ref)
+    diffs = []
+    for arm, st in stacks.items():
+        if arm == ref:
+            continue
+        for key, mine, theirs in stack_differences(st, base):
+            diffs.append(f"{arm}: {key} {mine!r} vs {theirs!r} ({ref})")
+    return tuple(diffs), unrecorded
 
 
 def _clip(text: Any, width: int = 160) -> str:
@@ -260,6 +283,10 @@ def format_checks(checks: Sequence[SeedCheck]) -> list[str]:
     for c in checks:
         out.extend(_format_check(c))
         out.extend(f"  {text}" for text in c.left_out)
+        out.extend(f"  DIFFERENT STACK: {text}" for text in c.stack_diffs)
+        if c.no_stack:
+            out.append(f"  stack not recorded: {', '.join(c.no_stack)} (runs made before "
+                       "ccpo-lab recorded it: not compared)")
     return out
 
 
