@@ -201,7 +201,8 @@ def _trainer_versions(python: str) -> dict[str, str | None] | None:
     code = "; ".join([
         "import json", "from importlib import metadata as m",
         "names = ('torch', 'vllm', 'flash-attn', 'transformers', 'alfworld')",
-        "have = {d.metadata['Name'].lower().replace('_', '-'): d.version for d in m.distributions()}",
+        "have = {d.metadata['Name'].lower().replace('_', '-'): d.version"
+        " for d in m.distributions()}",
         "print(json.dumps({n: have.get(n) for n in names}))"])
     try:
         r = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=30,
