@@ -437,10 +437,16 @@ def _check_used_protocol(cfg: SweepConfig, arms: Sequence[ArmConfig], where: Any
 
 
 def _check_protocol(p: ProtocolConfig, where: Any) -> None:
-    """Every numeric field in its range (:data:`~ccpo_lab.config.protocol.LIMITS`)."""
+    """Every numeric field in its range (:data:`~ccpo_lab.config.protocol.LIMITS`), and a
+    group of at least two rollouts."""
     for key, (low, high, low_open) in LIMITS.items():
         check_range(getattr(p, key), low=low, high=high, low_open=low_open,
                     key=f"protocol.{key}", file=where(f"protocol.{key}"))
+    if p.group_size == 1:
+        raise UserError("a group of one rollout gives every GRPO-family estimator (grpo, "
+                        "gigpo, ccpo) a zero advantage: nothing would be learned; use 2 or "
+                        "more", file=where("protocol.group_size"), key="protocol.group_size",
+                        value=1)
     if p.kl_loss_type not in ("low_var_kl", "kl", "abs", "mse"):
         raise UserError("unknown KL estimator", file=where("protocol.kl_loss_type"),
                         key="protocol.kl_loss_type", value=p.kl_loss_type,

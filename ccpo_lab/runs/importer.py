@@ -110,12 +110,18 @@ def _number(value: Any) -> tuple[bool, float | None]:
     return False, None
 
 
+BOM = b"\xef\xbb\xbf"
+"""The UTF-8 byte-order mark some editors write first (dropped from a log's first line)."""
+
+
 def _lines(f: IO[bytes], seen: _Stream) -> Iterator[tuple[int, bytes, bool]]:
     """``(line number, line without its end, whether it had one)`` of a binary file, read
     a chunk at a time (:func:`~ccpo_lab.runs.files.read_lines`: memory does not grow
     with the longest line). A line longer than :data:`~ccpo_lab.runs.files.MAX_LINE` is
     not a metrics line: it is skipped, counted and named in ``seen`` (the import warns)."""
     for i, raw in enumerate(read_lines(f), 1):
+        if i == 1 and type(raw) is bytes and raw.startswith(BOM):
+            raw = raw[len(BOM):]  # a UTF-8 byte-order mark, as YAML files get
         if type(raw) is bytes:
             yield i, raw[:-1] if raw.endswith(b"\r") else raw, True
         elif isinstance(raw, Cut) and raw.long:
@@ -229,7 +235,7 @@ def _open_log(path: str | Path) -> tuple[Path, Literal["jsonl", "console"], str]
         while chunk := f.read(1 << 20):
             digest.update(chunk)
             if not first.strip():
-                first += chunk.lstrip()[:1]
+                first += chunk.removeprefix(BOM if not first else b"").lstrip()[:1]
     if not first.strip():
         raise UserError("log file is empty; nothing imported", file=p)
     return p, ("jsonl" if first.startswith(b"{") else "console"), digest.hexdigest()
