@@ -8,7 +8,9 @@ CSV file, figure and the JSON document (``ccpo-lab report --format json``,
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -261,6 +263,24 @@ def _window_notes(arms: Sequence[ArmRow], runs: Mapping[tuple[str, int], RunData
                  kind="window", arm=arm) for arm in empty]
 
 
+def _semantics(runs: Mapping[tuple[str, int], RunData], arm: str) -> str:
+    """What ``arm``'s runs computed (their ``run.json``; a run made before the semantics
+    existed computed the method as described)."""
+    from ccpo_lab.runs.wandb_run import semantics_of
+
+    seen = set()
+    for (a, _), r in runs.items():
+        if a != arm:
+            continue
+        try:
+            doc = json.loads((r.path / "run.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict):
+            seen.add(semantics_of(doc).get("semantics", "described"))
+    return seen.pop() if len(seen) == 1 else ("mixed" if seen else "described")
+
+
 def build_report(sweep_dir: str | Path, options: Mapping[str, Any] | None = None,
                  rng_seed: int = DEFAULT_RNG_SEED) -> Report:
     """Read a sweep directory and compute its report.
@@ -290,7 +310,8 @@ def build_report(sweep_dir: str | Path, options: Mapping[str, Any] | None = None
     for arm in arms:
         per_seed = {seed: run_summary(r, settings, columns) for (a, seed), r in runs.items()
                     if a == arm}
-        arm_rows.append(arm_summary(arm, per_seed, settings))
+        arm_rows.append(dataclasses.replace(arm_summary(arm, per_seed, settings),
+                                            semantics=_semantics(runs, arm)))
     notes += _window_notes(arm_rows, runs, settings)
     design = adaptive_section(root)
     comparisons, design_notes = apply_design(comparison_rows(arm_rows, settings), design,

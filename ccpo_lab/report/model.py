@@ -155,6 +155,10 @@ class ArmRow:
     """Each task-type column (Pick..Pick2, All, Turns)."""
     rise: RiseRow = field(metadata=NESTED)
     """The rise over the first evaluation."""
+    semantics: str = "described"
+    """What its estimator computed (its runs' ``run.json``): ``described`` (the method as
+    written) or ``as-run`` (what the published trainers computed on the batch they
+    passed); ``mixed`` when its runs disagree."""
 
 
 @dataclass(frozen=True)

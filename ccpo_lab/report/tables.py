@@ -142,6 +142,20 @@ def _interim_note(model: ReportModel) -> list[str]:
         if interim else []
 
 
+def _semantics_note(model: ReportModel) -> list[str]:
+    """Which arms computed their estimator as run (docs/estimators.md, "Two semantics"),
+    when any did."""
+    as_run = [a.arm for a in model.arms if a.semantics == "as-run"]
+    mixed = [a.arm for a in model.arms if a.semantics == "mixed"]
+    if not as_run and not mixed:
+        return []
+    text = (f"semantics: {', '.join(as_run)} computed as run (what the published trainers "
+            "computed on the padded, load-balanced batch they passed)" if as_run else "")
+    if mixed:
+        text += ("; " if text else "") + f"{', '.join(mixed)}: runs of both semantics"
+    return [text + "; the other arms compute the method as described"]
+
+
 def _unit(model: ReportModel) -> str:
     return " (%)" if is_rate(model.metric) else ""
 
@@ -194,7 +208,7 @@ def arms_table(model: ReportModel) -> Table:
             f"(the IQM's, stratified over task types, from {model.iqm_bootstrap_min_seeds}): "
             f"with fewer, a {lv} percentile bootstrap covers less than {floor:g}% (about "
             f"{100 * percentile_coverage(n, model.confidence):.0f}% at {n} seeds)")
-    notes += _interim_note(model)
+    notes += _semantics_note(model) + _interim_note(model)
     title = f"{model.metric}{_unit(model)} per arm, converged window step ≥ {model.window_start}"
     return Table("arms", title, tuple(columns), tuple(rows), tuple(notes))
 

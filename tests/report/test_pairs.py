@@ -45,6 +45,11 @@ def test_each_arm_is_compared_with_its_twin_paired_by_seed(tmp_path: Path) -> No
     assert "each arm against its pair (analysis.pairs)" in text
     assert "ccpo-return-hard-as-run vs ccpo-return-hard" in text
     assert "adjusted over the 2 listed pairs" in text
+    # the arms table says which arms computed as run (issue 30)
+    sem = {a.arm: a.semantics for a in report.model.arms}
+    assert sem == {a: ("as-run" if a.endswith("-as-run") else "described") for a in ARMS}
+    assert "semantics: ccpo-return-hard-as-run, ccpo-global-successor-as-run computed as " \
+           "run" in text
 
 
 def test_reference_option_replaces_the_pairs(tmp_path: Path,
