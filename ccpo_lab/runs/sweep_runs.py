@@ -33,6 +33,18 @@ def check_sweep_dir(sweep_dir: str | Path) -> Path:
     return p
 
 
+def check_is_sweep(sweep_dir: str | Path) -> Path:
+    """``sweep_dir`` when it is a sweep directory (a ``sweep.json``, or at least one
+    ``<arm>/seed-<k>`` run); :class:`UserError` before anything is written there
+    otherwise (``sync`` on another folder would create its store in it)."""
+    p = check_sweep_dir(sweep_dir)
+    sd = SweepDir(p)
+    if not sd.manifest.exists() and not sd.scan():
+        raise UserError("not a sweep directory (no sweep.json and no <arm>/seed-<k> run "
+                        "directory): nothing synced, nothing written", file=p)
+    return p
+
+
 def manifest_config(doc: Mapping[str, Any]) -> dict[str, Any]:
     """The sweep's resolved configuration in a manifest.
 

@@ -55,7 +55,7 @@ from ccpo_lab.report.directory import check_report_dir
 from ccpo_lab.runs.cost import read_cost
 from ccpo_lab.runs.files import RunFileError, open_file
 from ccpo_lab.runs.layout import FoundRun, RunDir, SweepDir
-from ccpo_lab.runs.sweep_runs import check_sweep_dir, read_sweep_config
+from ccpo_lab.runs.sweep_runs import check_is_sweep, read_sweep_config
 from ccpo_lab.runs.wandb_run import semantics_of
 from ccpo_lab.textout import fmt_hours
 from ccpo_lab.tracking.evaluation import log_children, parent_metrics
@@ -467,7 +467,7 @@ def sync_sweep(sweep_dir: str | Path, uri: str | None = None, experiment: str | 
         EnvironmentFailure: the store's disk is full or failing (one line, what to do).
     MLflow's own errors propagate.
     """
-    root = check_sweep_dir(sweep_dir).resolve()
+    root = check_is_sweep(sweep_dir).resolve()
     manifest = read_sweep_config(root)
     tracking = manifest.get("tracking", {})
     if uri is None and tracking.get("enabled") is False:

@@ -34,7 +34,7 @@ from ccpo_lab.config.yamlio import atomic_write_json
 from ccpo_lab.errors import UserError
 from ccpo_lab.runs.cost import read_cost
 from ccpo_lab.runs.layout import FoundRun, RunDir, SweepDir
-from ccpo_lab.runs.sweep_runs import check_sweep_dir, read_sweep_config
+from ccpo_lab.runs.sweep_runs import check_is_sweep, read_sweep_config
 from ccpo_lab.runs.wandb_run import (
     WandbIdentity,
     WandbSettings,
@@ -228,7 +228,7 @@ def sync_wandb(sweep_dir: str | Path, *, mode: str | None = None, project: str |
     """
     from ccpo_lab.config.tracking import wandb_installed
 
-    root = check_sweep_dir(sweep_dir).resolve()
+    root = check_is_sweep(sweep_dir).resolve()
     if not wandb_installed():
         raise UserError("the wandb package is not installed (pip install 'ccpo-lab[wandb]')",
                         key="--wandb")
