@@ -53,6 +53,7 @@ from ccpo_lab.report.settings import (
 from ccpo_lab.runs.layout import RunDir
 from ccpo_lab.runs.metrics import MetricsScan
 from ccpo_lab.runs.sweep_runs import load_sweep_runs
+from ccpo_lab.textout import safe
 
 _EMPTY: Series = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64))
 
@@ -208,9 +209,19 @@ def _check_metric(runs: Mapping[tuple[str, int], RunData], metric: str) -> None:
                 logged.update(row.data)
         except OSError:
             continue
+    if metric in logged:  # logged, but no value usable: name the runs and why
+        why = [f"{r.arm} seed {r.seed}: {safe(n.text)}" for r in runs.values()
+               for n in r.file_notes if metric in n.text]
+        why += [f"{r.arm} seed {r.seed}: {safe(r.error)}" for r in runs.values() if r.error]
+        raise UserError("no run of this sweep has a usable value of this metric; left out: "
+                        + ("; ".join(why[:3]) + (f" (and {len(why) - 3} more)"
+                                                 if len(why) > 3 else "")
+                           if why else "every value was refused"), key="metric",
+                        value=metric)
     valid = sorted(n for n in logged if n.startswith("val/")) or sorted(logged)
     raise UserError("metric not logged by any run of this sweep", key="metric", value=metric,
-                    valid=valid[:20] if valid else "no run has logged metrics yet")
+                    valid=[safe(n) for n in valid[:20]] if valid else
+                    "no run has logged metrics yet")
 
 
 _LINE = re.compile(r": line (\d+):")
