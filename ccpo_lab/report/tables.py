@@ -229,7 +229,7 @@ def comparisons_table(model: ReportModel) -> Table:
     for c in model.comparisons:
         arm = model.arm(c.arm)
         name = _arm_name(arm) + (f" vs {c.reference}" if paired_arms else "")
-        if not c.step1_verified:
+        if not c.step1_verified and c.n_x and c.n_y:  # (no window means: not step 1's)
             name += STEP1_MARK
             unverified.append(f"{c.arm}: {c.step1_detail}")
         if c.seeds_needed is not None:

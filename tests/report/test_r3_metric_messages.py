@@ -34,3 +34,14 @@ def test_metric_names_from_files_are_shown_escaped(tmp_path: Path,
     assert main(["report", str(sweep_dir), "--metric", "val/nothing"]) == 2
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\\x1b]2;pwned\\x07" in err
+
+
+def test_a_window_past_every_run_does_not_blame_step_1(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, sweep_dir, rds = init_sweep(sweep_file(tmp_path, seeds=(0, 1)), tmp_path / "results")
+    for rd in rds.values():
+        log_evals(rd, {0: 0.25, 20: 0.5}, train_steps=range(1, 21))
+    assert main(["report", str(sweep_dir), "--window-start", "1000000"]) == 0
+    cap = capsys.readouterr()
+    assert "step-1 identity not verified" not in cap.out
+    assert "no run has an evaluation at step >= 1000000 (the latest is at step 20)" in cap.out
