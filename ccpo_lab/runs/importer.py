@@ -411,6 +411,11 @@ def _import(root: Path, arm: str, seed: int, source: str | Path, src: Path, fmt:
     stage = _stage(root, src, fmt, seen)
     try:
         steps = seen.steps
+        if total_steps is not None and steps and steps[-1] > total_steps:
+            raise UserError(f"the log has steps up to {steps[-1]}, past --total-steps "
+                            f"{total_steps} (the run's final step): pass --total-steps "
+                            f"{steps[-1]} or more, or leave it out; nothing imported",
+                            file=src, key="--total-steps", value=total_steps)
         name = SweepDir(root).sweep_name() or root.resolve().name
         record = _record(name, arm, seed, Path(source), fmt, sha, steps, total_steps,
                          val_episodes)

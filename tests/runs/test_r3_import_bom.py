@@ -17,3 +17,18 @@ def test_a_byte_order_mark_is_dropped(tmp_path: Path) -> None:
         marked.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
         a, b = parse_log(plain), parse_log(marked)
         assert (b.format, b.rows) == (a.format, a.rows) and b.rows
+
+
+def test_total_steps_short_of_the_log_is_refused(tmp_path: Path) -> None:
+    """Item 11: ``import --total-steps 10`` of a log that reaches step 30 imported 31
+    steps silently; it is refused, naming the option, and nothing is imported."""
+    from ccpo_lab.cli.main import main
+
+    log = tmp_path / "run.jsonl"
+    log.write_text("".join(f'{{"step":{k},"data":{{"val/success_rate":0.5}}}}\n'
+                           for k in range(31)), encoding="utf-8")
+    sweep = tmp_path / "old"
+    args = ["import", str(sweep), str(log), "--arm", "grpo", "--seed", "0"]
+    assert main([*args, "--total-steps", "10"]) == 2
+    assert not (sweep / "grpo" / "seed-0" / "metrics.jsonl").exists()
+    assert main([*args, "--total-steps", "30"]) == 0
