@@ -428,6 +428,11 @@ def atomic_write_text(path: str | Path, text: str) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, p)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        if e.filename is None:  # a full disk says ENOSPC, not where: name the file
+            raise OSError(e.errno, e.strerror, str(p)) from e
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
