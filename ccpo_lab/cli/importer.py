@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from ccpo_lab.textout import safe
+
 
 def register(app: typer.Typer) -> None:
     """Add the ``import`` command to ``app``."""
@@ -35,7 +37,7 @@ def import_cmd(
     res = import_run(sweep_dir, arm, seed, path, replace=replace, total_steps=total_steps,
                      val_episodes=val_episodes)
     for w in res.warnings:
-        typer.secho(f"warning: {w}", fg="yellow", err=True)
+        typer.secho(f"warning: {safe(w)}", fg="yellow", err=True)
     if res.status == "unchanged":
         typer.echo(f"{arm} seed {seed}: already imported from this file ({res.run_dir}); "
                    "nothing changed")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from ccpo_lab.config.analysis import setting_help
+from ccpo_lab.textout import safe
 
 if TYPE_CHECKING:
     from ccpo_lab.report.analysis import Report
@@ -115,6 +116,6 @@ def _write(rep: Report, out: Path, sync: bool, closing_to_stderr: bool) -> None:
                     "is written; run `ccpo-lab sync` later", fg="yellow", err=True)
         return
     for w in res.warnings:
-        typer.secho(f"warning: {w}", fg="yellow", err=True)
+        typer.secho(f"warning: {safe(w)}", fg="yellow", err=True)
     for line in res.summary().splitlines():
         say(line)

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from ccpo_lab.errors import UserError
+from ccpo_lab.textout import safe
 
 
 def register(app: typer.Typer) -> None:
@@ -99,7 +100,7 @@ def _once(sweep_dir: Path, uri: str | None, experiment: str | None, report_dir: 
                    " -- nothing was lost; run `ccpo-lab sync` again later", err=True)
         return False
     for w in res.warnings:
-        typer.secho(f"warning: {w}", fg="yellow", err=True)
+        typer.secho(f"warning: {safe(w)}", fg="yellow", err=True)
     typer.echo(res.summary())
     if res.incomplete:
         n = res.incomplete
@@ -137,7 +138,7 @@ def _watch(sweep_dir: Path, uri: str | None, experiment: str | None, every: floa
             signal.signal(s, h)
     if end.last is not None:
         for w in end.last.warnings:
-            typer.secho(f"warning: {w}", fg="yellow", err=True)
+            typer.secho(f"warning: {safe(w)}", fg="yellow", err=True)
         typer.echo(end.last.summary())
     typer.echo(f"watch ended after {end.rounds} rounds ({end.failed} failed): "
                + ("the store is current" if end.ok else
@@ -170,6 +171,6 @@ def _wandb(sweep_dir: Path, mode: str | None, project: str | None, entity: str |
                    "`ccpo-lab sync --wandb` again later", err=True)
         return False
     for w in res.warnings:
-        typer.secho(f"warning: {w}", fg="yellow", err=True)
+        typer.secho(f"warning: {safe(w)}", fg="yellow", err=True)
     typer.echo(res.summary())
     return True
