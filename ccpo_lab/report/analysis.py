@@ -274,6 +274,36 @@ def _window_notes(arms: Sequence[ArmRow], runs: Mapping[tuple[str, int], RunData
                  kind="window", arm=arm) for arm in empty]
 
 
+def _stack_notes(runs: Mapping[tuple[str, int], RunData]) -> list[Note]:
+    """Which stack the arms ran on (``run.json``'s ``stack``, issue 36): one line when
+    every run that recorded one agrees, else the fields that differ, by arm."""
+    from ccpo_lab.runs.provenance import STACK_FIELDS
+
+    stacks: dict[str, list[dict[str, Any]]] = {}
+    for (arm, _), r in runs.items():
+        try:
+            doc = json.loads((r.path / "run.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        st = doc.get("stack") if isinstance(doc, dict) else None
+        if isinstance(st, dict):
+            stacks.setdefault(arm, []).append(st)
+    if not stacks:
+        return []
+    values = {k: sorted({repr(st.get(k)) for runs_ in stacks.values() for st in runs_})
+              for k in STACK_FIELDS}
+    differ = [k for k, v in values.items() if len(v) > 1]
+    if not differ:
+        first = next(iter(stacks.values()))[0]
+        shown = ", ".join(f"{k} {first.get(k)}" for k in STACK_FIELDS
+                          if first.get(k) not in (None, 0))
+        return [Note(safe(f"stack (every run that recorded one): {shown}"), kind="setting")]
+    parts = [f"{k}: " + "; ".join(f"{arm} {sorted({repr(st.get(k)) for st in sts})}"
+                                   for arm, sts in stacks.items()) for k in differ]
+    return [Note(safe("the runs ran on different stacks, so differences between arms may "
+                      "come from the stack: " + " | ".join(parts)), kind="setting")]
+
+
 def _semantics(runs: Mapping[tuple[str, int], RunData], arm: str) -> str:
     """What ``arm``'s runs computed (their ``run.json``; a run made before the semantics
     existed computed the method as described)."""
@@ -323,7 +353,7 @@ def build_report(sweep_dir: str | Path, options: Mapping[str, Any] | None = None
                     if a == arm}
         arm_rows.append(dataclasses.replace(arm_summary(arm, per_seed, settings),
                                             semantics=_semantics(runs, arm)))
-    notes += _window_notes(arm_rows, runs, settings)
+    notes += _window_notes(arm_rows, runs, settings) + _stack_notes(runs)
     design = adaptive_section(root)
     comparisons, design_notes = apply_design(comparison_rows(arm_rows, settings), design,
                                              settings)

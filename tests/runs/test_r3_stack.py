@@ -48,3 +48,20 @@ def test_a_run_records_its_stack(workdir: Path) -> None:
     init_run_dir(rd, run)
     execute_run(rd.path)
     assert set(rd.read_run()["stack"]) == set(STACK_FIELDS)
+
+
+def test_the_report_says_which_stack_the_arms_ran_on(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.report.builders import log_evals
+
+    _, sweep_dir, rds = init_sweep(sweep_file(tmp_path, seeds=(0,)), tmp_path / "results")
+    st = run_stack()
+    for rd in rds.values():
+        log_evals(rd, {0: 0.25, 20: 0.5}, train_steps=range(1, 3))
+        rd.update_run(stack=st)
+    assert main(["report", str(sweep_dir)]) == 0
+    assert "stack (every run that recorded one): torch" in capsys.readouterr().out
+    rds[("gigpo", 0)].update_run(stack={**st, "vllm": "0.8.5"})
+    assert main(["report", str(sweep_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "ran on different stacks" in out and "vllm: grpo [None]; gigpo ['0.8.5']" in out
