@@ -298,8 +298,8 @@ def _stack_notes(runs: Mapping[tuple[str, int], RunData]) -> list[Note]:
         shown = ", ".join(f"{k} {first.get(k)}" for k in STACK_FIELDS
                           if first.get(k) not in (None, 0))
         return [Note(safe(f"stack (every run that recorded one): {shown}"), kind="setting")]
-    parts = [f"{k}: " + "; ".join(f"{arm} {sorted({repr(st.get(k)) for st in sts})}"
-                                   for arm, sts in stacks.items()) for k in differ]
+    parts = [f"{k}: " + "; ".join(f"{arm} {' / '.join(sorted({str(st.get(k)) for st in sts}))}"
+                                   for arm, sts in sorted(stacks.items())) for k in differ]
     return [Note(safe("the runs ran on different stacks, so differences between arms may "
                       "come from the stack: " + " | ".join(parts)), kind="setting")]
 

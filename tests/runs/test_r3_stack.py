@@ -64,4 +64,4 @@ def test_the_report_says_which_stack_the_arms_ran_on(
     rds[("gigpo", 0)].update_run(stack={**st, "vllm": "0.8.5"})
     assert main(["report", str(sweep_dir)]) == 0
     out = capsys.readouterr().out
-    assert "ran on different stacks" in out and "vllm: grpo [None]; gigpo ['0.8.5']" in out
+    assert "ran on different stacks" in out and "vllm: gigpo 0.8.5; grpo None" in out
