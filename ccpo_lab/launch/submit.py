@@ -28,7 +28,7 @@ from ccpo_lab.config.identity import to_plain
 from ccpo_lab.config.sweep import Sweep
 from ccpo_lab.errors import UserError
 from ccpo_lab.launch.base import parallel
-from ccpo_lab.launch.display import StatusMonitor, make_console, print_status
+from ccpo_lab.launch.display import StatusMonitor, make_console, print_status, watch
 from ccpo_lab.launch.manifest import write_manifest
 from ccpo_lab.launch.plan import PlannedRun, launcher_for, plan_sweep
 from ccpo_lab.launch.status import collect_status
@@ -143,7 +143,18 @@ def launch_sweep(sw: Sweep, results: str | Path, *, new_run: bool = False, wait:
     title = f"sweep {sw.name}"
     if not targets:
         console.print("nothing to submit", highlight=False, soft_wrap=True)
-        return _finish(sweep_dir, plan, console, title, meant) if wait else 0
+        if not wait:
+            return 0
+        runs = [p.run_dir for p in plan if p.run_dir is not None]
+        if any(r.state == "running" for r in collect_status(sweep_dir, runs)):
+            # runs another launch executes: --wait waits for them, as for its own
+            console.print("waiting for the runs other processes execute", highlight=False,
+                          soft_wrap=True)
+            try:
+                watch(sweep_dir, console, runs=runs, title=title)
+            except KeyboardInterrupt:
+                return _stopped(console, sweep_dir, True, None)
+        return _finish(sweep_dir, plan, console, title, meant)
     sub = launcher.submit(targets, wait=wait)
     SweepDir(sweep_dir).add_submission(launcher=launcher.kind, runs=len(targets),
                                        job_ids=list(sub.job_ids), **sub.record)
