@@ -143,18 +143,7 @@ def launch_sweep(sw: Sweep, results: str | Path, *, new_run: bool = False, wait:
     title = f"sweep {sw.name}"
     if not targets:
         console.print("nothing to submit", highlight=False, soft_wrap=True)
-        if not wait:
-            return 0
-        runs = [p.run_dir for p in plan if p.run_dir is not None]
-        if any(r.state == "running" for r in collect_status(sweep_dir, runs)):
-            # runs another launch executes: --wait waits for them, as for its own
-            console.print("waiting for the runs other processes execute", highlight=False,
-                          soft_wrap=True)
-            try:
-                watch(sweep_dir, console, runs=runs, title=title)
-            except KeyboardInterrupt:
-                return _stopped(console, sweep_dir, True, None)
-        return _finish(sweep_dir, plan, console, title, meant)
+        return _wait_for_others(sweep_dir, plan, console, title, meant) if wait else 0
     sub = launcher.submit(targets, wait=wait)
     SweepDir(sweep_dir).add_submission(launcher=launcher.kind, runs=len(targets),
                                        job_ids=list(sub.job_ids), **sub.record)
@@ -171,6 +160,21 @@ def launch_sweep(sw: Sweep, results: str | Path, *, new_run: bool = False, wait:
         return _stopped(console, sweep_dir, sub.detached, None)
     except Stopped as e:
         return _stopped(console, sweep_dir, sub.detached, e.signum)
+    return _finish(sweep_dir, plan, console, title, meant)
+
+
+def _wait_for_others(sweep_dir: Path, plan: list[PlannedRun], console: Any, title: str,
+                     meant: list[RunDir]) -> int:
+    """``--wait`` with nothing to submit: wait for the runs other launches execute, as
+    for this launch's own, then the final status and its exit code."""
+    runs = [p.run_dir for p in plan if p.run_dir is not None]
+    if any(r.state == "running" for r in collect_status(sweep_dir, runs)):
+        console.print("waiting for the runs other processes execute", highlight=False,
+                      soft_wrap=True)
+        try:
+            watch(sweep_dir, console, runs=runs, title=title)
+        except KeyboardInterrupt:
+            return _stopped(console, sweep_dir, True, None)
     return _finish(sweep_dir, plan, console, title, meant)
 
 
