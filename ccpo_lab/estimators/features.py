@@ -170,7 +170,8 @@ def top_directions(x: torch.Tensor, k: int, seed: int = 0,
 
 
 def _centred64(phi: torch.Tensor, centre: torch.Tensor, rows: slice) -> torch.Tensor:
-    return phi[rows].to(torch.float64).sub_(centre)
+    """A float64 copy of ``phi[rows] - centre`` (never a view: ``phi`` is the caller's)."""
+    return torch.sub(phi[rows].to(torch.float64), centre)
 
 
 def _apply_cov(phi: torch.Tensor, centre: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -213,7 +214,9 @@ def certified_directions(phi: torch.Tensor, centre: torch.Tensor, ritz: torch.Te
     ``(theta_i, u_i)`` and residuals ``r_i = C u_i - theta_i u_i``. Accepted when
     ``||[r_1..r_k]||_F / (theta_k - theta_{k+1} - ||r_{k+1}||) <= CERTIFY_SIN`` (a
     Davis-Kahan bound on the sine of the angle to the exact subspace, with the
-    ``k + 1``-th Ritz value standing for the rest of the spectrum).
+    ``k + 1``-th Ritz value standing for the rest of the spectrum: a sketch that missed a
+    top direction entirely would pass, which a Gaussian sketch oversampled by 10 and
+    power-iterated makes vanishingly unlikely; it is not a proof).
     """
     w = _apply_cov(phi, centre, ritz)
     theta, rot = torch.linalg.eigh(ritz.T @ w)

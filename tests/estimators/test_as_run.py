@@ -242,3 +242,22 @@ def hook_advantages(cols: dict[str, Any], name: str, params: dict[str, Any]) -> 
     P.STATE = P.HookState()
     hp = {k: v for k, v in params.items() if k != "invalid_penalty"}
     return P.ccpo_lab_advantage(data, name, hp, config).batch["advantages"][:, 0].numpy()
+
+
+@pytest.mark.parametrize("semantics", ["described", "as-run"])
+def test_the_estimator_never_changes_the_batchs_features(semantics: str,
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    # float64 features on the randomized whitening path: the certificate and the exact
+    # fallback read them in float64 and must not centre them in place
+    from ccpo_lab.estimators import features
+
+    monkeypatch.setattr(features, "EXACT_LIMIT", 8)
+    cols = agent_columns(np.random.default_rng(4), n_tasks=4, n_traj=5, max_len=12, d=40)
+    phi = torch.tensor(cols["phi"])
+    before = phi.clone()
+    est, p = arm("ccpo-global-successor", semantics)
+    get_estimator(est, **p)(StepBatch(task_uid=cols["task_uid"], traj_uid=cols["traj_uid"],
+                                      step=cols["step"], anchor_obs=cols["anchor_obs"],
+                                      reward=cols["reward"], valid=cols["valid"], phi=phi))
+    assert torch.equal(phi, before)
