@@ -72,8 +72,9 @@ def test_a_bad_override_names_the_command_line(tmp_path: Path) -> None:
 def test_run_ids_do_not_depend_on_the_design(path: Path) -> None:
     plain = load_sweep(path)
     n = len(plain.config.seeds)
+    # (a design compares every arm with the reference: a sweep's explicit pairs go)
     designed = load_sweep(path, [f"analysis.adaptive.max_seeds={n + 3}",
                                  "analysis.adaptive.seeds_per_look=2",
-                                 "analysis.adaptive.spending=pocock"])
+                                 "analysis.adaptive.spending=pocock", "analysis.pairs=[]"])
     assert designed.design is not None
     assert [r.run_id for r in designed.runs] == [r.run_id for r in plain.runs]

@@ -88,7 +88,12 @@ def test_overrides_compose_against_verl_091(tmp_path: Path) -> None:
                 cfg = compose(config_name="ppo_trainer", overrides=upstream)
                 assert cfg.algorithm.adv_estimator == run.estimator.name
                 assert cfg.algorithm.ccpo_lab.estimator == run.estimator.name
-                assert dict(cfg.algorithm.ccpo_lab.params) == run.estimator.params
+                # every parameter, semantics only when as-run (its default stays out of
+                # the command, as out of the run id)
+                from ccpo_lab.estimators.spec import resolve_params
+
+                assert resolve_params(run.estimator.name, dict(
+                    cfg.algorithm.ccpo_lab.params)) == run.estimator.params
                 # never set: vLLM would give that one seed to every request (the hooks
                 # seed the engine and each request instead)
                 assert not any(_split(o)[1] == "actor_rollout_ref.rollout.seed"
