@@ -8,7 +8,9 @@ its CPUs). Each job is a directory the launcher submits like a run directory
 detached pool, Slurm ones as one job array (requeued on timeout or preemption, resuming
 at the next unfinished repeat). Relaunching is idempotent: finished evaluations are never
 redone, evaluations a live job computes are left to it, an interrupted job resumes, a
-failed one waits for ``--retry-failed``.
+failed one waits for ``--retry-failed``. With ``--wait``, the jobs of another launch that
+compute an evaluation asked for (two ``evaluate`` at once) are waited for like this
+launch's own, so both end complete.
 """
 
 from __future__ import annotations
@@ -21,7 +23,14 @@ from ccpo_lab.backends.eval_contract import eval_backend
 from ccpo_lab.config.backends import needs
 from ccpo_lab.config.yamlio import atomic_write_json
 from ccpo_lab.errors import UserError
-from ccpo_lab.evaluation.plan import JobPlan, RunEvals, decide, plan_evaluations, request_document
+from ccpo_lab.evaluation.plan import (
+    JobPlan,
+    RunEvals,
+    decide,
+    live_jobs,
+    plan_evaluations,
+    request_document,
+)
 from ccpo_lab.evaluation.spec import EvalRequest
 from ccpo_lab.evaluation.track import print_eval_status
 from ccpo_lab.launch.base import Launcher, Submission, parallel
@@ -150,16 +159,55 @@ def launch_evaluations(sweep_dir: str | Path, request: EvalRequest, *, wait: boo
         except Stopped as e:
             say(f"stopped by signal {e.signum}: relaunch the same command to resume")
             return 128 + e.signum
-    elif busy:
-        if not wait:
-            say(f"nothing to submit; {len(busy)} job(s) compute the rest (follow: ccpo-lab "
-                f"status {root} --watch)")
+    elif not wait:
+        computing = _computing(root, plans, set())
+        if computing:
+            say(f"nothing to submit; {len(computing)} job(s) compute the rest (follow: "
+                f"ccpo-lab status {root} --watch)")
             return 0
+    try:
+        others = _wait_for_others(root, plans, launcher, console,
+                                  {j.path for j in watched} if jobs else set())
+    except KeyboardInterrupt:
+        say("interrupted: stopped watching; the other launches' jobs go on")
+        return 130
+    return _finish(root, plans, list({j.path: j for j in [*watched, *others]}.values()),
+                   console)
 
+
+def _missing(plans: Sequence[JobPlan]) -> set[str]:
+    """The keys of the evaluations asked for that have no file yet."""
+    return {d.target.key for p in plans for d in p.decisions
+            if not eval_path(p.evals.rd, d.target.key).is_file()}
+
+
+def _computing(root: Path, plans: Sequence[JobPlan], waited: set[Path]) -> list[EvalJobDir]:
+    """The live jobs, other than ``waited``, that compute a missing evaluation: another
+    launch's (its job started between this launch's decision and its write, or holds an
+    evaluation this launch's job then left to it)."""
+    missing = _missing(plans)
+    if not missing:
+        return []
+    live = live_jobs(root, [p.evals.rd for p in plans])
+    found = {j.path: j for k, j in live.items() if k in missing and j.path not in waited}
+    return list(found.values())
+
+
+def _wait_for_others(root: Path, plans: Sequence[JobPlan], launcher: Launcher, console: Any,
+                     waited: set[Path]) -> list[EvalJobDir]:
+    """Wait, as for this launch's own, for the jobs of other launches that compute what is
+    still missing (issue 36, item 10: two ``evaluate --wait`` at once both end complete);
+    each job once. Returns those jobs."""
+    out: list[EvalJobDir] = []
+    while others := _computing(root, plans, waited):
+        console.print(f"waiting for {len(others)} evaluation job(s) of another launch, "
+                      "which compute the rest", highlight=False, markup=False, soft_wrap=True)
         # the base class's wait only watches (an inline launcher's would execute)
         Launcher.wait(launcher, Submission(runs=()),
-                      StatusMonitor(root, busy, console, f"evaluations of {root}"))
-    return _finish(root, plans, watched, console)
+                      StatusMonitor(root, others, console, f"evaluations of {root}"))
+        waited |= {j.path for j in others}
+        out += others
+    return out
 
 
 def _finish(root: Path, plans: Sequence[JobPlan], jobs: Sequence[EvalJobDir], console: Any

@@ -195,7 +195,7 @@ def job_id(targets: Sequence[EvalTarget]) -> str:
     return hashlib.sha256(canonical(sorted(t.key for t in targets)).encode()).hexdigest()[:12]
 
 
-def _live_jobs(sweep_dir: Path, rds: Sequence[RunDir]) -> dict[str, EvalJobDir]:
+def live_jobs(sweep_dir: Path, rds: Sequence[RunDir]) -> dict[str, EvalJobDir]:
     """Key -> a live job (queued or executing) that computes it."""
     jobs = [j for rd in rds for j in job_dirs(rd)]
     if not jobs:
@@ -213,7 +213,7 @@ def _live_jobs(sweep_dir: Path, rds: Sequence[RunDir]) -> dict[str, EvalJobDir]:
 def decide(sweep_dir: str | Path, plans: Sequence[RunEvals], *, retry_failed: bool = False
            ) -> list[JobPlan]:
     """Per run: each evaluation done, busy, bad or to run, and the job of those to run."""
-    live = _live_jobs(Path(sweep_dir), [p.rd for p in plans])
+    live = live_jobs(Path(sweep_dir), [p.rd for p in plans])
     out = []
     for p in plans:
         decisions = []
