@@ -160,14 +160,15 @@ def launch_evaluations(sweep_dir: str | Path, request: EvalRequest, *, wait: boo
             say(f"stopped by signal {e.signum}: relaunch the same command to resume")
             return 128 + e.signum
     elif not wait:
-        computing = _computing(root, plans, set())
+        computing = busy or _computing(root, plans, set())
         if computing:
             say(f"nothing to submit; {len(computing)} job(s) compute the rest (follow: "
                 f"ccpo-lab status {root} --watch)")
             return 0
     try:
-        others = _wait_for_others(root, plans, launcher, console,
-                                  {j.path for j in watched} if jobs else set())
+        if not jobs:
+            _watch(root, launcher, busy, console)  # the jobs the decision found computing
+        others = _wait_for_others(root, plans, launcher, console, {j.path for j in jobs})
     except KeyboardInterrupt:
         say("interrupted: stopped watching; the other launches' jobs go on")
         return 130
@@ -175,9 +176,17 @@ def launch_evaluations(sweep_dir: str | Path, request: EvalRequest, *, wait: boo
                    console)
 
 
-def _missing(plans: Sequence[JobPlan]) -> set[str]:
-    """The keys of the evaluations asked for that have no file yet."""
-    return {d.target.key for p in plans for d in p.decisions
+def _watch(root: Path, launcher: Launcher, jobs: Sequence[EvalJobDir], console: Any) -> None:
+    """Wait until nothing more happens to ``jobs`` (other launches'), showing them."""
+    if jobs:
+        # the base class's wait only watches (an inline launcher's would execute)
+        Launcher.wait(launcher, Submission(runs=()),
+                      StatusMonitor(root, jobs, console, f"evaluations of {root}"))
+
+
+def _missing(plans: Sequence[JobPlan]) -> set[tuple[Path, str]]:
+    """(Run directory, key) of the evaluations asked for that have no file yet."""
+    return {(p.evals.rd.path, d.target.key) for p in plans for d in p.decisions
             if not eval_path(p.evals.rd, d.target.key).is_file()}
 
 
@@ -202,9 +211,7 @@ def _wait_for_others(root: Path, plans: Sequence[JobPlan], launcher: Launcher, c
     while others := _computing(root, plans, waited):
         console.print(f"waiting for {len(others)} evaluation job(s) of another launch, "
                       "which compute the rest", highlight=False, markup=False, soft_wrap=True)
-        # the base class's wait only watches (an inline launcher's would execute)
-        Launcher.wait(launcher, Submission(runs=()),
-                      StatusMonitor(root, others, console, f"evaluations of {root}"))
+        _watch(root, launcher, others, console)
         waited |= {j.path for j in others}
         out += others
     return out

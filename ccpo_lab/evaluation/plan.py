@@ -195,18 +195,19 @@ def job_id(targets: Sequence[EvalTarget]) -> str:
     return hashlib.sha256(canonical(sorted(t.key for t in targets)).encode()).hexdigest()[:12]
 
 
-def live_jobs(sweep_dir: Path, rds: Sequence[RunDir]) -> dict[str, EvalJobDir]:
-    """Key -> a live job (queued or executing) that computes it."""
+def live_jobs(sweep_dir: Path, rds: Sequence[RunDir]) -> dict[tuple[Path, str], EvalJobDir]:
+    """(Run directory, key) -> a live job (queued or executing) that computes it. A key
+    names an evaluation within its run (every run of one request has the same keys)."""
     jobs = [j for rd in rds for j in job_dirs(rd)]
     if not jobs:
         return {}
     rows = {r.path: r for r in collect_status(sweep_dir, jobs)}
-    out: dict[str, EvalJobDir] = {}
+    out: dict[tuple[Path, str], EvalJobDir] = {}
     for j in jobs:
         r = rows.get(j.path)
         if r is not None and (r.live or r.owner is not None) and not r.terminal:
             for key in j.read_request().get("keys", []):
-                out.setdefault(str(key), j)
+                out.setdefault((j.run_dir.path, str(key)), j)
     return out
 
 
@@ -226,9 +227,9 @@ def decide(sweep_dir: str | Path, plans: Sequence[RunEvals], *, retry_failed: bo
                 except (OSError, ValueError) as e:
                     decisions.append(TargetDecision(t, "bad", f"{e}; move the file away "
                                                     "to evaluate again"))
-            elif t.key in live:
+            elif (busy := live.get((p.rd.path, t.key))) is not None:
                 decisions.append(TargetDecision(t, "busy", f"being evaluated by job "
-                                                f"{live[t.key].job_id}", live[t.key]))
+                                                f"{busy.job_id}", busy))
             else:
                 decisions.append(TargetDecision(t, "run"))
         todo = [d.target for d in decisions if d.action == "run"]

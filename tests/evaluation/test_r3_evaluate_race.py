@@ -74,3 +74,30 @@ def test_a_job_another_launch_started_meanwhile_is_waited_for(
             if p.poll() is None:
                 p.kill()
                 p.wait(timeout=60)
+
+
+def test_another_runs_job_with_the_same_keys_computes_nothing_for_this_run(
+        sweep: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
+    """Keys name an evaluation within its run: every run of a request has the same ones.
+    A live job of grpo seed 0 made the other runs' evaluations "being evaluated by job
+    ...": none was submitted, and the launch ended with them missing."""
+    from ccpo_lab.evaluation.plan import decide, plan_evaluations
+    from ccpo_lab.evaluation.spec import parse_request
+    from ccpo_lab.launch.display import make_console
+
+    args = ["--checkpoint", "all", "--split", "in", "--repeats", "3"]
+    req = parse_request("all", "in", None, 3, None, "grpo", 0)
+    (job,) = L._write_jobs(decide(sweep, plan_evaluations(sweep, req)[0]), make_console())
+    proc = _job_process(job.path)
+    try:
+        wait_until(lambda: lock_holders(job) or proc.poll() is not None, 60,
+                   "grpo seed 0's job to start", every=0.01)
+        code = main(["evaluate", str(sweep), *args, "--launcher", "inline", "--wait"])
+        out = capsys.readouterr().out
+        assert code == 0, out
+        assert "12 of 12 evaluations done" in out
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=60)
