@@ -8,6 +8,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,7 @@ D.write_report_dir(out, fill)
 """
 
 
-def _fill(text: str):  # type: ignore[no-untyped-def]
+def _fill(text: str) -> Callable[[Path], list[Path]]:
     def fill(tmp: Path) -> list[Path]:
         (tmp / "report.md").write_text(text)
         return [tmp / "report.md"]
