@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import os
 import pickle
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,16 +28,23 @@ class _Boom:
 
 
 @pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    speedups.signing_key.cache_clear()
+    _forget_key()
     speedups.use_disk_cache(tmp_path / "results" / ".games" / ".engines")
     yield tmp_path / "results" / ".games" / ".engines"
     speedups.use_disk_cache(None)
-    speedups.signing_key.cache_clear()
+    _forget_key()
 
 
-def _cached(calls: list[int]):  # type: ignore[no-untyped-def]
+def _forget_key() -> None:
+    """Forget the key read so far (code without a key has none to forget)."""
+    key = getattr(speedups, "signing_key", None)
+    if key is not None:
+        key.cache_clear()
+
+
+def _cached(calls: list[int]) -> Callable[..., Any]:
     def compute(x: int) -> dict[str, int]:
         calls.append(x)
         return {"value": x * 2}
@@ -95,3 +106,41 @@ def test_a_read_only_home_leaves_the_cache_in_memory(tmp_path: Path,
     finally:
         speedups.use_disk_cache(None)
         speedups.signing_key.cache_clear()
+
+
+PLAY = ("import sys, hashlib; from pathlib import Path; "
+        "from ccpo_lab.backends.local import speedups; "
+        "from ccpo_lab.backends.local.games import load_game_set; "
+        "from tests.backends.local.test_env import transcript; "
+        "speedups.use_disk_cache(Path(sys.argv[2])); "
+        "print(hashlib.sha256(transcript(load_game_set(Path(sys.argv[1])), 5)"
+        ".encode()).hexdigest())")
+"""A fresh process (nothing cached in memory) loading real engines from the disk cache."""
+
+
+def test_planted_engine_cache_files_never_run_and_the_engines_still_work(
+        tmp_path: Path) -> None:
+    from ccpo_lab.backends.local.games import GameSpec, ensure_games
+
+    games = ensure_games(tmp_path / "results" / ".games", GameSpec(n_train=2, n_eval=1, seed=7))
+    engines = games.root / ".engines"  # where a run and evaluate keep them
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    repo = Path(__file__).resolve().parents[3]
+
+    def play() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", PLAY, str(games.root), str(engines)],
+                              cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+
+    first = play()
+    assert first.returncode == 0, first.stderr[-2000:]
+    written = sorted(engines.glob("*.pickle"))
+    assert written  # the load-time results were cached
+    marker = tmp_path / "pwned"
+    for path in written:  # someone who can write the games folder plants code
+        path.write_bytes(pickle.dumps(_Boom(marker)))
+    second = play()
+    assert not marker.exists()
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert second.stdout == first.stdout  # the engines still play the same text
+    assert second.stderr.count("not signed by this user's key") == 1  # one warning line
+    assert all(p.read_bytes().startswith(speedups.SIGNED) for p in written)  # rebuilt
