@@ -170,7 +170,7 @@ def _train(rd: RunDir, where: Placement) -> dict[str, Any]:
         return dict(eval_job_module().run_eval_job(rd.path, where))
 
     run = load_run_config(rd)
-    _record_stack(rd, run)
+    _record_stack(rd, run, where)
     train = backend_runner(run.backend.kind).train
     label = f"{run.arm} seed {run.seed}"
     print(f"{label}: {_start_line(run, rd)}", flush=True)
@@ -179,17 +179,23 @@ def _train(rd: RunDir, where: Placement) -> dict[str, Any]:
     return dict(train(run, rd, placement=where))
 
 
-def _record_stack(rd: RunDir, run: Any) -> None:
+def _record_stack(rd: RunDir, run: Any, where: Placement) -> None:
     """Record in ``run.json`` the stack this attempt runs on (``verify`` compares arms'
-    stacks): for a run whose trainer has an interpreter of its own (the verl backend),
-    that interpreter's package versions."""
+    stacks): the GPUs of its slice (none for a CPU run) and, for a run whose trainer has
+    an interpreter of its own (the verl backend), that interpreter's package versions."""
     from ccpo_lab.runs.provenance import run_stack
 
     settings = run.backend.settings
     python = getattr(settings, "python", None)
     versions = _trainer_versions(python) if python else None
+    try:
+        needs = backend_runner(run.backend.kind).needs(run)
+        gpus, nodes = (where.gpus if needs.gpus_per_node else ()), needs.nodes
+    except Exception:  # noqa: BLE001 - reported by train, which asks the same
+        gpus, nodes = None, 1
     with contextlib.suppress(OSError):
-        rd.update_run(stack=run_stack(versions, getattr(settings, "verl_agent_path", None)))
+        rd.update_run(stack=run_stack(versions, getattr(settings, "verl_agent_path", None),
+                                      gpus=gpus, nodes=nodes))
 
 
 def _trainer_versions(python: str) -> dict[str, str | None] | None:

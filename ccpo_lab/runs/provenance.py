@@ -92,23 +92,30 @@ def _cpu() -> tuple[str | None, str | None]:
     return model, isa
 
 
-def _nvidia() -> tuple[str | None, int | None, str | None]:
-    """``(GPU model, GPU count, driver)`` from ``nvidia-smi`` (10 s at most), if present."""
+def _nvidia(gpus: tuple[int, ...] | None, nodes: int
+            ) -> tuple[str | None, int | None, str | None]:
+    """``(GPU model, GPU count, driver)`` of the GPUs a run uses, from ``nvidia-smi`` (10 s
+    at most, if present): ``gpus`` is its slice of this node (None: every GPU; (): a CPU
+    run, nothing asked), ``nodes`` how many such nodes it spans."""
     import shutil
 
-    if shutil.which("nvidia-smi") is None:
+    if gpus == ():
         return None, 0, None
+    if shutil.which("nvidia-smi") is None:
+        return None, None, None
     try:
-        r = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
+        r = subprocess.run(["nvidia-smi", "--query-gpu=index,name,driver_version",
                             "--format=csv,noheader"], capture_output=True, text=True,
                            timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None, None, None
     rows = [[c.strip() for c in line.split(",")] for line in r.stdout.splitlines() if line]
+    rows = [row for row in rows if len(row) >= 3
+            and (gpus is None or (row[0].isdigit() and int(row[0]) in gpus))]
     if r.returncode != 0 or not rows:
         return None, None, None
-    names = sorted({row[0] for row in rows})
-    return " + ".join(names), len(rows), rows[0][-1]
+    names = sorted({", ".join(row[1:-1]) for row in rows})
+    return " + ".join(names), len(rows) * nodes, rows[0][-1]
 
 
 def _torch() -> tuple[str | None, str | None]:
@@ -138,15 +145,18 @@ def _checkout_commit(path: str | None) -> str | None:
 
 
 def run_stack(versions: dict[str, str | None] | None = None,
-              verl_agent: str | None = None) -> dict[str, Any]:
+              verl_agent: str | None = None, *, gpus: tuple[int, ...] | None = None,
+              nodes: int = 1) -> dict[str, Any]:
     """The stack a run executes on (:data:`STACK_FIELDS`; None where absent or unknown).
 
     ``versions``: the trainer environment's package versions when the run trains in
     another interpreter (the verl backend), else this one's; ``verl_agent``: the
-    verl-agent checkout it runs, if any."""
+    verl-agent checkout it runs, if any; ``gpus``: the run's GPU slice of this node (None:
+    every GPU of it; (): a CPU run, whose record names no GPU whatever the node has, so
+    CPU runs on GPU and CPU nodes compare equal); ``nodes``: nodes the run spans."""
     v = versions if versions is not None else package_versions(
         ("torch", "vllm", "flash-attn", "transformers", "alfworld"))
-    gpu, count, driver = _nvidia()
+    gpu, count, driver = _nvidia(gpus, nodes)
     cuda, kernel = _torch()
     cpu, isa = _cpu()
     return {"gpu_model": gpu, "gpu_count": count, "driver": driver, "cuda": cuda,
