@@ -157,6 +157,22 @@ def _disk_path(name: str, key: Any) -> Path | None:
 _WARNED: list[Path] = []
 
 
+def _read_regular(path: Path) -> bytes | None:
+    """The bytes of ``path`` (None when there is none); a link or anything but a regular
+    file (a planted FIFO would block the run for ever, a link to ``/dev/zero`` fill its
+    memory) reads as no bytes, so it is refused as unsigned and replaced."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError:  # ELOOP: a link
+        return b""
+    with os.fdopen(fd, "rb") as f:
+        return f.read() if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else b""
+
+
 def _disk_read(path: Path | None) -> tuple[Any, bytes | None]:
     """``(value, its pickle)`` stored at ``path``, or ``(None, None)``: only a file whose
     signature verifies under this user's key is unpickled."""
@@ -165,9 +181,8 @@ def _disk_read(path: Path | None) -> tuple[Any, bytes | None]:
     key = signing_key()
     if path is None or key is None:
         return None, None
-    try:
-        data = path.read_bytes()
-    except OSError:
+    data = _read_regular(path)
+    if data is None:
         return None, None
     head = len(SIGNED) + hashlib.sha256().digest_size
     sig, blob = data[len(SIGNED):head], data[head:]

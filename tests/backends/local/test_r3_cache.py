@@ -144,3 +144,42 @@ def test_planted_engine_cache_files_never_run_and_the_engines_still_work(
     assert second.stdout == first.stdout  # the engines still play the same text
     assert second.stderr.count("not signed by this user's key") == 1  # one warning line
     assert all(p.read_bytes().startswith(speedups.SIGNED) for p in written)  # rebuilt
+
+
+READ_ONE = ("import sys; from pathlib import Path; "
+            "from ccpo_lab.backends.local import speedups; "
+            "speedups.use_disk_cache(Path(sys.argv[1])); "
+            "f = speedups._memoised(lambda x: {'value': 2 * x}, copies=True, name='test_fn', "
+            "persist=True); "
+            "path = speedups._disk_path('test_fn', ((21,), ())); "
+            "Path(sys.argv[2]).write_text(str(path)); "
+            "print(f(21))")
+
+
+def test_a_fifo_or_a_link_in_the_cache_is_not_read(tmp_path: Path) -> None:
+    """A FIFO planted where a cache file is read would block the run for ever, a link to
+    ``/dev/zero`` would fill its memory: neither is opened for reading."""
+    engines = tmp_path / "results" / ".games" / ".engines"
+    engines.mkdir(parents=True)
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    repo = Path(__file__).resolve().parents[3]
+    where = tmp_path / "where"
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", READ_ONE, str(engines), str(where)],
+                              cwd=repo, env=env, capture_output=True, text=True, timeout=120)
+
+    assert run().stdout.strip() == "{'value': 42}"  # the file is written, signed
+    path = Path(where.read_text())
+    for plant in ("fifo", "link"):
+        path.unlink()
+        if plant == "fifo":
+            os.mkfifo(path)
+        else:
+            path.symlink_to("/dev/zero")
+        try:
+            out = run()  # on the code before: blocked for ever (the timeout fails it)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"a {plant} in the engine cache blocked the run")
+        assert out.returncode == 0 and out.stdout.strip() == "{'value': 42}", out.stderr
+        assert path.is_file() and not path.is_symlink()  # replaced by a signed file
