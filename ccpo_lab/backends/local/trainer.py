@@ -178,13 +178,8 @@ class Trainer:
         passed = self._passed(inputs, k)
         adv, diag = self._advantages(rows, phi, passed)
         metrics.update({f"adv/{name}": float(v) for name, v in diag.items()})
-        batch = UpdateBatch(inputs, chosen, old_logp, ref_logp, adv)
-        if passed is not None:  # the update trains on the passed batch, as verl-agent's
-            idx = torch.as_tensor(passed)
-            batch = UpdateBatch(inputs.select(idx), chosen[idx], old_logp[idx],
-                                ref_logp[idx], adv)
-            metrics.update({"adv/padding_rows": float(len(passed) - len(rows)),
-                            "adv/passed_rows": float(len(passed))})
+        batch = self._update_batch(UpdateBatch(inputs, chosen, old_logp, ref_logp, adv),
+                                   passed, metrics)
         t2 = time.perf_counter()
         self.timer.add("estimator", t2 - t1)
         metrics.update(ppo_update(self.policy, self.optim, batch, self.run.protocol,
@@ -215,13 +210,30 @@ class Trainer:
         if cfg.batch_world_size == 0:
             return None
         rng = np.random.default_rng([PAD_TAG, int(self.run.seed), int(step)])
-        seqlens = (inputs.lengths + 1).tolist()  # prompt tokens + the action
+        # attention_mask.sum(-1) of verl's row: the prompt's tokens and the response's;
+        # here the response is the chosen action, one token (see .ppo)
+        seqlens = (inputs.lengths + 1).tolist()
         try:
             return passed_rows(seqlens, cfg.batch_world_size, cfg.batch_micro_size, rng)
         except PaddingUndefined as err:
             raise UserError(f"step {step}: {err} (verl-agent's padding is undefined)",
                             key="backend.local.batch_micro_size",
                             value=cfg.batch_micro_size) from None
+
+    @staticmethod
+    def _update_batch(turns: UpdateBatch, passed: np.ndarray | None,
+                      metrics: dict[str, float]) -> UpdateBatch:
+        """What the update trains on: ``turns`` (one per turn row, ``adv`` already
+        ``(M,)``) or, with ``passed`` (``(M,)`` row indices), the passed batch, copies
+        included, as verl-agent's actor update trains on it; logs ``adv/padding_rows``
+        (the copies) and ``adv/passed_rows`` (``M``)."""
+        if passed is None:
+            return turns
+        idx = torch.as_tensor(passed)
+        metrics.update({"adv/padding_rows": float(len(passed) - len(turns.chosen)),
+                        "adv/passed_rows": float(len(passed))})
+        return UpdateBatch(turns.inputs.select(idx), turns.chosen[idx], turns.old_logp[idx],
+                           turns.ref_logp[idx], turns.adv)
 
     def _advantages(self, rows: Sequence[tuple[Episode, int, Any]], phi: torch.Tensor,
                     passed: np.ndarray | None = None) -> tuple[torch.Tensor, dict[str, float]]:

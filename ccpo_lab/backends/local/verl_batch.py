@@ -38,11 +38,16 @@ class PaddingUndefined(ValueError):
     """More copies are needed than there are rows to copy (verl-agent would crash)."""
 
 
-def pad_rows(n_rows: int, divisor: int, rng: np.random.Generator) -> np.ndarray:
+def pad_rows(n_rows: int, divisor: int,
+             rng: np.random.Generator | np.random.RandomState) -> np.ndarray:
     """``(M,)`` int64: ``0..n_rows-1`` then the copies (distinct rows drawn without
-    replacement), ``M`` the next multiple of ``divisor``.
+    replacement, ``rng.choice(n_rows, M - n_rows, replace=False)``), ``M`` the next
+    multiple of ``divisor``.
 
-    Raises :class:`PaddingUndefined` when ``M - n_rows > n_rows``.
+    ``rng``: the trainer passes a seeded Generator; a ``RandomState(s)`` draws exactly the
+    rows verl-agent's ``adjust_batch`` draws after ``np.random.seed(s)`` (its global
+    generator is a RandomState). Raises :class:`PaddingUndefined` when
+    ``M - n_rows > n_rows``.
     """
     extra = (-n_rows) % divisor
     if extra > n_rows:
@@ -120,7 +125,7 @@ def balanced_order(seqlens: Sequence[int], k: int) -> np.ndarray:
 
 
 def passed_rows(seqlens: Sequence[int], world_size: int, micro_batch: int,
-                rng: np.random.Generator) -> np.ndarray:
+                rng: np.random.Generator | np.random.RandomState) -> np.ndarray:
     """``(M,)`` int64: the batch verl-agent's ``fit`` passes to the advantage, as indices
     of the ``N`` rows (``seqlens``: ``(N,)``): padded, then balanced over
     ``world_size`` partitions."""
