@@ -55,10 +55,17 @@ def test_too_few_gpus_is_a_user_error() -> None:
     assert e.value.key == "launcher.gpus_per_run" and "has 1" in str(e.value)
 
 
-def _record(out: str, name: str) -> str:
-    """A job: note its CUDA_VISIBLE_DEVICES and when it ran."""
+def _record(out: str, name: str, together: bool = True) -> str:
+    """A job: note its CUDA_VISIBLE_DEVICES and when it ran. It ends only once another
+    job has started (or after 30 s): a pool that runs jobs at once shows an overlap
+    however slowly the machine starts processes, a serial pool shows none."""
     start = time.time()
-    time.sleep(1.0)
+    Path(out, f"{name}.started").write_text("")
+    deadline = time.monotonic() + 30
+    while together and len(list(Path(out).glob("*.started"))) < 2 \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)
     Path(out, f"{name}.json").write_text(json.dumps({
         "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "start": start, "end": time.time()}))
     return name
@@ -103,7 +110,8 @@ def test_cpu_slots_hide_the_gpus(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     jobs = SlotPool(gpu_slots(_local(gpus_per_run=0, max_parallel=2), [0, 1])).run(
-        [("a", functools.partial(_record, str(out), "a"), tmp_path / "a" / "%j")])
+        [("a", functools.partial(_record, str(out), "a", together=False),
+          tmp_path / "a" / "%j")])
     assert jobs["a"].result() == "a"
     assert json.loads((out / "a.json").read_text())["cuda"] == ""
 
@@ -128,7 +136,8 @@ def test_a_slice_held_by_another_sweep_waits(tmp_path: Path) -> None:
     out.mkdir()
     t0 = time.time()
     jobs = SlotPool([(0,)], poll_s=0.05).run(
-        [("a", functools.partial(_record, str(out), "a"), tmp_path / "a" / "%j")])
+        [("a", functools.partial(_record, str(out), "a", together=False),
+          tmp_path / "a" / "%j")])
     assert jobs["a"].result() == "a"
     rec = json.loads((out / "a.json").read_text())
     assert rec["cuda"] == "0"
@@ -154,6 +163,7 @@ def test_the_pool_runs_its_jobs_with_the_runs_interpreter(tmp_path: Path) -> Non
     out = tmp_path / "out"
     out.mkdir()
     jobs = SlotPool([()], python=shlex.quote(str(py))).run(
-        [("a", functools.partial(_record, str(out), "a"), tmp_path / "a" / "%j")])
+        [("a", functools.partial(_record, str(out), "a", together=False),
+          tmp_path / "a" / "%j")])
     assert jobs["a"].result() == "a"
     assert "-m submitit.core._submit" in used.read_text()

@@ -146,7 +146,7 @@ def test_cancel_stops_a_run_started_with_sigint_ignored(
     out = capsys.readouterr().out
     assert "cancelled grpo seed 0" in out and f"SIGINT pid {pid}, stopped in" in out
     # stopped, not only marked: the run no longer moves, and its process exits
-    wait_until(lambda: not _alive(pid), 5, "the run's process to exit")
+    wait_until(lambda: not _alive(pid), 120, "the run's process to exit")
     step = _step(rd)
     time.sleep(3)
     assert _step(rd) == step and rd.read_state()["state"] == "cancelled"
@@ -193,7 +193,7 @@ def test_a_run_whose_job_wrapper_dies_goes_on_and_shows_running(
     controller = int(rd.read_job()["pid"])  # submitit's local controller of the job
     assert controller != int(rd.read_state()["pid"])
     os.kill(controller, signal.SIGKILL)
-    wait_until(lambda: not _alive(controller), 10, "the controller to die")
+    wait_until(lambda: not _alive(controller), 120, "the controller to die")
     (row,) = collect_status(sweep_dir)
     assert row.state == "running" and row.live and not row.note
     head, follow = follow_lines([row])

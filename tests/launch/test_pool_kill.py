@@ -57,7 +57,7 @@ def _started(rds: list[RunDir]) -> list[RunDir]:
 def _kill_pool(sweep: Path) -> int:
     pool = int(SweepDir(sweep).read_manifest()["submissions"][-1]["pool_pid"])
     os.kill(pool, signal.SIGKILL)
-    wait_until(lambda: not pool_alive(pool), 10, "the pool to die")
+    wait_until(lambda: not pool_alive(pool), 120, "the pool to die")
     return pool
 
 
@@ -143,4 +143,4 @@ def test_the_run_alone_holds_its_gpu_once_every_wrapper_is_killed(
     assert _executing([rd]) == [rd] and not _gpu_free(0)
     # the lock ends with the run
     assert main(["cancel", str(results / "alone")]) == 0
-    wait_until(lambda: _gpu_free(0), 10, "GPU 0 to be free once the run stopped")
+    wait_until(lambda: _gpu_free(0), 120, "GPU 0 to be free once the run stopped")

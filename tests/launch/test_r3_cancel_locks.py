@@ -97,6 +97,22 @@ def test_a_lock_held_by_nobody_of_ours_is_not_signalled(workdir: Path,
     assert victim.poll() is None
 
 
+def test_the_window_before_a_run_records_its_pid(workdir: Path,
+                                                children: list) -> None:  # type: ignore[type-arg]
+    """Item 13: a run holds its lock a moment before ``state.json`` names its pid;
+    ``status`` shows it running meanwhile and ``cancel`` stops the lock's holder."""
+    rd = _run_dir(workdir)
+    holder = _holder(rd.owner_lock)
+    children.append(holder)
+    rd.write_state("running", step=0)
+    assert "pid" not in rd.read_state()
+    (row,) = collect_status(rd.path.parent.parent)
+    assert row.state == "running"
+    cancelled, problems = cancel_runs(rd.path.parent.parent, grace_s=5.0)
+    wait_until(lambda: holder.poll() is not None, 60, "the holder to be stopped")
+    assert [c.status.arm for c in cancelled] == ["grpo"] and not problems
+
+
 # ----------------------------------------------------------------------------- item 3
 @pytest.mark.parametrize(("job_id", "ok"), [
     ("123", True), ("123_4", True), ("--user=root", False), ("-1", False), ("12;rm", False),

@@ -141,14 +141,14 @@ def test_requeued_job_resumes_identically(workdir: Path, tmp_path: Path,
     subprocess.run(["scontrol", "requeue", job_id], check=True)
     with contextlib.suppress(ProcessLookupError):
         os.kill(int(rd.read_state()["pid"]), signal.SIGKILL)
-    wait_until(lambda: collect_status(sweep_dir)[0].state == "requeued", 15, "status requeued")
+    wait_until(lambda: collect_status(sweep_dir)[0].state == "requeued", 120, "status requeued")
     wait_until(lambda: rd.read_state().get("restarts") == 1, 60, "the first restart")
     old = last_step()
     # 2. timeout/preemption: Slurm's USR2 -> submitit calls RunJob.checkpoint -> requeue
     wait_until(lambda: int(rd.read_state().get("step", 0)) >= old + 2, 60,
           "two steps after the restart", every=0.05)
     subprocess.run(["scancel", "--signal=USR2", job_id], check=True)
-    wait_until(lambda: rd.read_state().get("state") == "requeued", 15, "state.json requeued")
+    wait_until(lambda: rd.read_state().get("state") == "requeued", 120, "state.json requeued")
     assert collect_status(sweep_dir)[0].state == "requeued"
     wait_until(lambda: rd.read_state().get("state") == "completed", 120, "completion")
     assert rd.read_state()["restarts"] == 2

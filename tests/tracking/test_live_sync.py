@@ -138,13 +138,16 @@ from ccpo_lab.runs.layout import RunDir
 from ccpo_lab.runs.metrics import append_metrics
 from ccpo_lab.runs.owner import owning
 from ccpo_lab.runs.provenance import now_iso
-n, dt = int(sys.argv[1]), float(sys.argv[2])
-dirs = [RunDir(Path(p)) for p in sys.argv[3:]]
+n, dt, go = int(sys.argv[1]), float(sys.argv[2]), Path(sys.argv[3])
+dirs = [RunDir(Path(p)) for p in sys.argv[4:]]
 with contextlib.ExitStack() as stack:
     for rd in dirs:
         stack.enter_context(owning(rd))
         rd.write_state("running", started=now_iso(), step=0, total_steps=n)
     for step in range(n + 1):
+        deadline = time.monotonic() + 600
+        while step == n // 2 and not go.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)  # halfway, the runs wait for the test's go
         for i, rd in enumerate(dirs):
             row = {"episode/success_rate": (step % 7) / 7}
             if step % 5 == 0:
@@ -181,7 +184,9 @@ def test_a_live_sync_survives_its_server_dying_and_ends_by_itself(tmp_path: Path
         return len(re.findall(r"\] round \d+: ", log_path.read_text()))
 
     with _server(store, port) as server:
-        writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(steps), "0.5", *dirs],
+        go = tmp_path / "go"  # the runs go past halfway only once the server died
+        writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(steps), "0.5", str(go),
+                                   *dirs],
                                   cwd=REPO, stdout=subprocess.PIPE, text=True)
         wait_until(lambda: RunDir(Path(dirs[0])).read_state().get("state") == "running", 60,
                    "the runs to start")
@@ -207,7 +212,8 @@ def test_a_live_sync_survives_its_server_dying_and_ends_by_itself(tmp_path: Path
         assert writer.poll() is None, "the runs ended before the server could be killed"
         os.killpg(server.pid, signal.SIGKILL)  # the server dies mid-sync
         server.wait(30)
-        wait_until(lambda: "failed" in log_path.read_text(), 60, "a round to fail")
+        wait_until(lambda: "failed" in log_path.read_text(), 300, "a round to fail")
+        go.write_text("")
     with _server(store, port):  # started again on the same store
         before = rounds_ok()
         assert writer.wait(300) == 0

@@ -64,10 +64,30 @@ def test_a_checkpoint_whose_row_was_not_written_is_not_resumed_from(tmp_path: Pa
     assert found is not None and found.name == "step-000004.pt"
 
 
-def _execute(rd: Path, hash_seed: int) -> subprocess.Popen:
+# The killed run pauses where the test kills it, whatever the machine's load: before it
+# saves step 4's checkpoint (so step 2's checkpoint and rows 0..3 are written), it writes
+# ``paused`` beside the run and sleeps; the test waits for that file, not for a moment.
+_PAUSE_AT_4 = """
+import runpy, sys, time
+from pathlib import Path
+from ccpo_lab.backends.local import runner
+save = runner.save_checkpoint
+def pausing(folder, step, state, *args, **kwargs):
+    if step >= 4 and Path(folder).name == "checkpoints":
+        (Path(folder).parent / "paused").write_text(str(step))
+        time.sleep(600)
+    return save(folder, step, state, *args, **kwargs)
+runner.save_checkpoint = pausing
+sys.argv = ["ccpo_lab.runs.execute", *sys.argv[1:]]
+runpy.run_module("ccpo_lab.runs.execute", run_name="__main__", alter_sys=True)
+"""
+
+
+def _execute(rd: Path, hash_seed: int, pause: bool = False) -> subprocess.Popen:
     # Each process gets its own str-hash seed, so nothing may depend on set/dict hash order.
     env = {**os.environ, "PYTHONHASHSEED": str(hash_seed)}
-    return subprocess.Popen([sys.executable, "-m", "ccpo_lab.runs.execute", str(rd)], env=env,
+    head = ["-c", _PAUSE_AT_4] if pause else ["-m", "ccpo_lab.runs.execute"]
+    return subprocess.Popen([sys.executable, *head, str(rd)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -83,13 +103,14 @@ def test_sigkill_and_restart_reproduces_the_uninterrupted_run(tmp_path: Path,
     ref = _execute(whole.path, 1)
     assert ref.wait(timeout=600) == 0, ref.stderr.read().decode()[-2000:] if ref.stderr else ""
 
-    proc = _execute(killed.path, 2)
+    proc = _execute(killed.path, 2, pause=True)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and proc.poll() is None:
-        if any(step >= 2 for step, _ in list_checkpoints(killed.checkpoints)):
+        if (killed.path / "paused").exists():
             break
-        time.sleep(0.02)
-    assert proc.poll() is None, "run finished before it could be killed"
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+    assert [s for s, _ in list_checkpoints(killed.checkpoints)] == [2]
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
     rows_at_kill = read_metrics(killed.metrics)
