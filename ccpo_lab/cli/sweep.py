@@ -16,6 +16,10 @@ if TYPE_CHECKING:
     from ccpo_lab.launch.submit import Decision
 
 RESULTS_HELP = "Results root; the sweep's directory is <results>/<sweep name>/."
+MULTIRUN = ("ccpo-lab has no multirun: it expands arms x seeds itself; give lists "
+            "(arms=[grpo,gigpo] seeds=[0,1,2], or seeds=range(0,5)) and one value for every "
+            "other key")
+"""Hydra's ``--multirun`` / ``-m``: what to write instead."""
 
 
 def register(app: typer.Typer) -> None:
@@ -36,6 +40,8 @@ def sweep(
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Resubmit failed runs."),
     commands: bool = typer.Option(False, "--commands", help="With --dry-run: print every "
                                   "run's command (default: the first run's)."),
+    multirun: bool = typer.Option(False, "--multirun", "-m", hidden=True,
+                                  help="Refused: give lists (seeds=[0,1,2])."),
 ) -> None:
     """Launch every (arm, seed) run of a sweep, or print the plan with --dry-run.
 
@@ -53,6 +59,8 @@ def sweep(
     from ccpo_lab.cli.paths import output_dir
     from ccpo_lab.config.sweep import load_sweep
 
+    if multirun:
+        raise UserError(MULTIRUN, file="command line", key="--multirun")
     output_dir(results, "--results")
     sw = load_sweep(sweep_file, overrides or [])
     for w in _unseen_warnings(sw, results, dry_run):

@@ -9,7 +9,8 @@ launcher's own settings class from :mod:`ccpo_lab.config.launchers.kinds`, each 
 :class:`~ccpo_lab.config.schema.RunConfig` objects.
 
 ``launcher=X`` selects a launcher like a Hydra config group: the sweep file's launcher keys
-apply when the file names the same kind, otherwise X starts from its defaults.
+apply when the file names the same kind, otherwise X starts from its defaults. Hydra's
+sweep forms and ``~key`` are read by :mod:`ccpo_lab.config.overrides`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ccpo_lab.config.arms import default_arms_dir, load_arm
 from ccpo_lab.config.identity import to_plain
 from ccpo_lab.config.launcher import LauncherSettings, Where
 from ccpo_lab.config.launchers.kinds import build_settings, not_a_setting, settings_class
+from ccpo_lab.config.overrides import COMMAND_LINE, as_element, reset
 from ccpo_lab.config.protocol import LIMITS, ProtocolConfig
 from ccpo_lab.config.schema import (
     BOOTSTRAP_REPS_RANGE,
@@ -39,8 +41,6 @@ from ccpo_lab.errors import UserError
 
 if TYPE_CHECKING:
     from ccpo_lab.config.design import AdaptiveDesign
-
-COMMAND_LINE = "command line"
 
 
 @dataclass(frozen=True)
@@ -186,7 +186,7 @@ def _parse(overrides: Sequence[str]) -> list[tuple[str, Any, str]]:
         except HydraException as e:
             raise UserError(f"malformed override: {str(e).splitlines()[0]}", file=COMMAND_LINE,
                             value=text) from None
-        if ov.package is not None or not ov.is_force_add() and not ov.is_add() and ov.is_delete():
+        if ov.package is not None:
             raise UserError("override not supported (use key=value)", file=COMMAND_LINE,
                             value=text)
         key = ov.key_or_group
@@ -205,21 +205,23 @@ def _selected_launcher(parsed: list[tuple[str, Any, str]], file_kind: str) -> st
     """The launcher kind the overrides select (``launcher=X``, ``launcher.kind=X``), else
     the file's; an unknown kind lists the registered ones."""
     kind = file_kind
-    for key, ov, _ in parsed:
-        if key in ("launcher", "launcher.kind"):
+    for key, ov, text in parsed:
+        if key in ("launcher", "launcher.kind") and not ov.is_delete():
+            as_element(key, ov, text, None)  # one kind: a sweep is refused
             kind = ov.value()
             settings_class(kind, key="launcher", file=COMMAND_LINE)
     return kind
 
 
-def _rewrite_overrides(overrides: Sequence[str], file_kind: str
+def _rewrite_overrides(parsed: list[tuple[str, Any, str]], file_kind: str
                        ) -> tuple[list[str], dict[str, str], str]:
-    """Check override keys against the schema; ``backend=X`` -> ``backend.kind=X``.
+    """Check the keys of :func:`_parse`'s overrides against the schema; ``backend=X`` ->
+    ``backend.kind=X``; a sweep form on a list-valued key -> its list.
 
     Returns the overrides for Hydra, the key paths they set (each with the override as
     given), and the launcher kind (selected by ``launcher=X``, applied outside Hydra).
+    ``~key`` is checked and recorded here, applied to the file by :func:`load_sweep`.
     """
-    parsed = _parse(overrides)
     kind = _selected_launcher(parsed, file_kind)
     settings_cls = settings_class(kind)
     out: list[str] = []
@@ -229,6 +231,11 @@ def _rewrite_overrides(overrides: Sequence[str], file_kind: str
         if key in ("launcher", "launcher.kind"):
             keys["launcher.kind"] = text
             continue
+        _check_key(key, settings_cls, kind)
+        if ov.is_delete():
+            keys[key] = text
+            continue
+        element = as_element(key, ov, text, _field_type(parts, settings_cls))
         if key == "backend":
             value = ov.value()
             if value not in BackendConfig.kinds():
@@ -237,27 +244,33 @@ def _rewrite_overrides(overrides: Sequence[str], file_kind: str
             out.append(f"backend.kind={value}")
             keys["backend.kind"] = text
             continue
-        if _in_mapping_field(parts, settings_cls):  # a free-form mapping: add or merge
-            out.append("++" + text.lstrip("+"))
-            keys[key] = text
-            continue
-        parent = _schema_keys(parts[:-1], settings_cls)
-        if parent is None and len(parts) > 1 and _is_mapping_field(parts[:-1], settings_cls):
-            out.append("++" + text)          # an entry of a mapping: add or replace
-            keys[key] = text
-            continue
-        if parent is None or parts[-1] not in parent:
-            valid = parent if parent is not None else field_names(SweepConfig)
-            why = "unknown key in override"
-            if parts[0] == "launcher" and len(parts) >= 2 and parts[1] not in \
-                    field_names(settings_cls):
-                valid = field_names(settings_cls)
-                why = not_a_setting(kind, parts[1]).replace(
-                    f"unknown key for launcher {kind}", "unknown key in override")
-            raise UserError(why, file=COMMAND_LINE, key=key, valid=valid)
-        out.append(text)
+        out.append("++" + element if _free_key(parts, settings_cls) else element)
         keys[key] = text
     return out, keys, kind
+
+
+def _free_key(parts: list[str], settings_cls: type[LauncherSettings]) -> bool:
+    """Whether ``parts`` is, or is an entry of, a free-form mapping of the schema
+    (``backend.verl.env``): Hydra adds or merges it (``++``)."""
+    return _in_mapping_field(parts, settings_cls) or (
+        len(parts) > 1 and _schema_keys(parts[:-1], settings_cls) is None
+        and _is_mapping_field(parts[:-1], settings_cls))
+
+
+def _check_key(key: str, settings_cls: type[LauncherSettings], kind: str) -> None:
+    """Refuse an override key that is not in the schema, listing the valid ones."""
+    parts = key.split(".")
+    parent = _schema_keys(parts[:-1], settings_cls)
+    if _free_key(parts, settings_cls) or parent is not None and parts[-1] in parent:
+        return
+    valid = parent if parent is not None else field_names(SweepConfig)
+    why = "unknown key in override"
+    if parts[0] == "launcher" and len(parts) >= 2 and parts[1] not in \
+            field_names(settings_cls):
+        valid = field_names(settings_cls)
+        why = not_a_setting(kind, parts[1]).replace(
+            f"unknown key for launcher {kind}", "unknown key in override")
+    raise UserError(why, file=COMMAND_LINE, key=key, valid=valid)
 
 
 def _interpolated(value: Any) -> bool:
@@ -310,11 +323,13 @@ def load_sweep(path: str | Path, overrides: Sequence[str] = (), *,
     """Read, compose, validate and expand a sweep file."""
     p = Path(path)
     raw = read_yaml_mapping(p, "sweep file")
+    parsed = _parse(overrides)
+    reset(raw, [(key, ov) for key, ov, _ in parsed if ov.is_delete()])  # ~key: file unset
     file = str(p)
     in_file: Where = lambda _k: file  # noqa: E731 - schema errors name the file
     file_launcher = build_settings(raw.pop("launcher", {}), where=in_file)
     base = build(SweepConfig, raw, where=in_file)
-    rewritten, override_keys, kind = _rewrite_overrides(overrides, file_launcher.kind)
+    rewritten, override_keys, kind = _rewrite_overrides(parsed, file_launcher.kind)
 
     def where(key: str) -> str:
         top = key.split("[")[0]
