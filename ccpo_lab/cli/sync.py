@@ -17,10 +17,12 @@ def register(app: typer.Typer) -> None:
 
 def sync(
     sweep_dir: Path = typer.Argument(..., help="The sweep's results directory."),
-    uri: str | None = typer.Option(None, "--uri", help="Tracking URI (default: the sweep's "
-                                   "tracking.uri, else sqlite:///<sweep dir>/mlflow.db)."),
+    uri: str | None = typer.Option(None, "--uri", help="Tracking URI (default: "
+                                   "MLFLOW_TRACKING_URI, else the sweep's tracking.uri, "
+                                   "else sqlite:///<sweep dir>/mlflow.db)."),
     experiment: str | None = typer.Option(None, "--experiment", help="Experiment name "
-                                          "(default: the sweep's name)."),
+                                          "(default: MLFLOW_EXPERIMENT_NAME, else the "
+                                          "sweep's tracking.experiment, else its name)."),
     report_dir: Path | None = typer.Option(None, "--report", help="A report directory "
                                            "(report --out) to log as the parent's artifacts "
                                            "(`report --out` syncs by itself, with the "
@@ -37,10 +39,13 @@ def sync(
                                "numbers) to Weights & Biases: the sweep's tracking.wandb, "
                                "else online to a project named after the sweep."),
     wandb_mode: str | None = typer.Option(None, "--wandb-mode", help="online | offline "
-                                          "(default: the sweep's tracking.wandb.mode)."),
+                                          "(default: WANDB_MODE, else the sweep's "
+                                          "tracking.wandb.mode, else online)."),
     wandb_project: str | None = typer.Option(None, "--wandb-project", help="W&B project "
-                                             "(default: the sweep's, else its name)."),
-    wandb_entity: str | None = typer.Option(None, "--wandb-entity", help="W&B entity."),
+                                             "(default: WANDB_PROJECT, else the sweep's, "
+                                             "else its name)."),
+    wandb_entity: str | None = typer.Option(None, "--wandb-entity", help="W&B entity "
+                                            "(default: WANDB_ENTITY, else the sweep's)."),
 ) -> None:
     """Sync every run of the sweep to MLflow: idempotent and incremental.
 
@@ -54,7 +59,9 @@ def sync(
     When the store is unreachable nothing is lost: run sync again later; a full or
     read-only disk is said with what to do. Prints how to open the UI with the runs
     grouped by arm. --watch keeps it current while the runs go; --wandb pushes to Weights
-    & Biases as well.
+    & Biases as well. Where it goes: a flag, else the environment (MLFLOW_TRACKING_URI,
+    MLFLOW_EXPERIMENT_NAME, WANDB_MODE, WANDB_PROJECT, WANDB_ENTITY; a line says when one
+    decides), else the sweep's tracking section, else the default.
     """
     from ccpo_lab.tracking.store import http_defaults
 

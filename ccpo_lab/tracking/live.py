@@ -89,7 +89,10 @@ def watch(sweep_dir: str | Path, *, uri: str | None = None, experiment: str | No
     ``follow_pid``: also go on while that process lives (the ``sweep --wait`` that started
     the watch: its runs may not be submitted yet). ``stop``: set to ask for a last round
     now (SIGTERM does). ``say`` gets one line per round that sent something or saw the
-    runs change, and every failure.
+    runs change, and every failure; the first round also says when an environment
+    variable (``MLFLOW_TRACKING_URI``, ``MLFLOW_EXPERIMENT_NAME``) chose where it goes
+    (:mod:`ccpo_lab.tracking.target`: ``uri``/``experiment`` > those > the sweep's
+    ``tracking`` > the default). The live sync of ``sweep --wait`` inherits them.
 
     Raises:
         UserError: the sweep cannot be synced at all (tracking disabled, not a sweep
@@ -109,7 +112,8 @@ def watch(sweep_dir: str | Path, *, uri: str | None = None, experiment: str | No
         active = not asked and (running or _alive(follow_pid))
         began = time.monotonic()
         try:
-            res = sync_sweep(root, uri, experiment, say=lambda line: say(f"  {line}"))
+            res = sync_sweep(root, uri, experiment, say=lambda line: say(f"  {line}"),
+                             say_target=rounds == 0)
         except UserError as e:
             if rounds == 0 and not (active and "not found" in str(e)):
                 raise

@@ -68,6 +68,7 @@ from ccpo_lab.tracking.store import (
     store_lock,
 )
 from ccpo_lab.tracking.summary import WINDOW_MEAN, cost_values, summary_settings, summary_values
+from ccpo_lab.tracking.target import mlflow_target
 
 if TYPE_CHECKING:
     from ccpo_lab.report.model import ReportModel
@@ -449,15 +450,19 @@ def _log_new_params(client: Any, run: Any, params: Mapping[str, str]) -> None:
 
 def sync_sweep(sweep_dir: str | Path, uri: str | None = None, experiment: str | None = None,
                artifacts: str | Path | None = None, report: ReportModel | None = None,
-               say: Callable[[str], None] | None = None) -> SyncResult:
+               say: Callable[[str], None] | None = None, say_target: bool = True
+               ) -> SyncResult:
     """Bring MLflow up to date with a sweep directory; log ``artifacts`` (a report
     directory: the files its manifest lists, :func:`~ccpo_lab.report.directory.
     check_report_dir`) and ``report``'s headline numbers to the parent run.
 
-    Defaults come from the manifest's ``tracking`` section, then :func:`default_uri` and
-    the sweep's name. One sync per store at a time (:mod:`ccpo_lab.tracking.store`): a
-    second one waits. ``say`` receives progress lines (waiting for the lock, a store
-    rebuilt, values sent so far in a long run).
+    Store and experiment: ``uri``/``experiment`` > ``MLFLOW_TRACKING_URI``/
+    ``MLFLOW_EXPERIMENT_NAME`` > the manifest's ``tracking`` section > :func:`default_uri`
+    and the sweep's name (:func:`~ccpo_lab.tracking.target.mlflow_target`). One sync per
+    store at a time (:mod:`ccpo_lab.tracking.store`): a second one waits. ``say`` receives
+    progress lines (waiting for the lock, a store rebuilt, values sent so far in a long
+    run) and, with ``say_target``, a line when an environment variable chose the store or
+    the experiment.
 
     Raises:
         UserError: tracking is disabled in the manifest and no ``uri`` is given, the
@@ -473,8 +478,11 @@ def sync_sweep(sweep_dir: str | Path, uri: str | None = None, experiment: str | 
     if uri is None and tracking.get("enabled") is False:
         raise UserError("tracking is disabled for this sweep (tracking.enabled: false); "
                         "pass --uri to sync anyway", file=root / "sweep.json")
-    uri = uri or tracking.get("uri") or default_uri(root)
-    local = uri == default_uri(root)
+    target = mlflow_target(root, manifest, uri, experiment)
+    uri, local = target.uri, target.uri == default_uri(root)
+    if say is not None and say_target:
+        for note in target.notes:
+            say(note)
     art = None
     if artifacts is not None:  # a report directory written whole, or refused at once
 
@@ -484,7 +492,7 @@ def sync_sweep(sweep_dir: str | Path, uri: str | None = None, experiment: str | 
         with quiet_mlflow(), store_lock(uri, root, say), \
                 _working_dir(root) if local else contextlib.nullcontext():
             prepare_store(uri, say)
-            return _sync(root, manifest, uri, local, experiment, art, report, say)
+            return _sync(root, manifest, uri, local, target.experiment, art, report, say)
     except UserError:
         raise
     except Exception as e:  # a full or read-only disk: one line ("again later" cannot help)
@@ -708,16 +716,15 @@ def _sync_children(client: Any, exp_id: str, pid: str, root: Path,
 
 
 def _sync(root: Path, manifest: Mapping[str, Any], uri: str, local: bool,
-          experiment: str | None, artifacts: list[Path] | None, report: ReportModel | None,
+          experiment: str, artifacts: list[Path] | None, report: ReportModel | None,
           say: Callable[[str], None] | None = None) -> SyncResult:
     from mlflow.tracking import MlflowClient
 
-    tracking = manifest.get("tracking", {})
-    name = experiment or tracking.get("experiment") or str(manifest.get("name") or root.name)
     key = str(manifest.get("name") or root.name).replace("'", "")
     client = MlflowClient(tracking_uri=uri)
     analysis = manifest.get("analysis") or {}
-    exp_id = _experiment(client, name, str(analysis.get("metric") or "val/success_rate"))
+    exp_id = _experiment(client, experiment,
+                         str(analysis.get("metric") or "val/success_rate"))
     if local:
         relative_artifacts(root / STORE, exp_id)
     runs, left_out = SweepDir(root).discover()
@@ -754,6 +761,6 @@ def _sync(root: Path, manifest: Mapping[str, Any], uri: str, local: bool,
     for run, c in zip(synced, done, strict=True):
         warnings += _child_warnings(run[0], c.sent)
         left += c.sent.stopped is not None
-    return SyncResult(uri, name, exp_id, pid, count["created"], count["updated"],
+    return SyncResult(uri, experiment, exp_id, pid, count["created"], count["updated"],
                       count["fresh"], sum(c.sent.values for c in done), logged,
                       count["pending"], headline, local, looks, tuple(warnings), left)

@@ -113,8 +113,8 @@ def check_reachable(uri: str, timeout: float = PROBE_TIMEOUT_S) -> None:
         why = (f"no answer within {timeout:g} s" if isinstance(e, TimeoutError)
                else (e.strerror or str(e)).lower())
         raise StoreUnreachable(f"cannot reach the MLflow tracking server at {uri} ({why}): is "
-                               "it running? Start it, or check --uri / the sweep's "
-                               "tracking.uri") from None
+                               "it running? Start it, or check --uri, MLFLOW_TRACKING_URI "
+                               "or the sweep's tracking.uri") from None
 
 
 def _open(uri: str) -> None:

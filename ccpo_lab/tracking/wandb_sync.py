@@ -46,9 +46,9 @@ from ccpo_lab.runs.wandb_run import (
     offline_runs,
     run_config,
     wandb_id,
-    wandb_settings,
 )
 from ccpo_lab.tracking.summary import cost_values, defined, summary_settings, summary_values
+from ccpo_lab.tracking.target import wandb_target
 
 if TYPE_CHECKING:
     from ccpo_lab.report.model import ReportModel
@@ -219,11 +219,14 @@ def sync_wandb(sweep_dir: str | Path, *, mode: str | None = None, project: str |
                say: Callable[[str], None] | None = None) -> WandbSyncResult:
     """Push every run of a sweep directory (and ``report``'s numbers) to W&B.
 
-    Settings: the arguments, else the sweep's ``tracking.wandb``; a sweep whose W&B is
-    off syncs in ``online`` mode to the project named after the sweep.
+    Settings: each argument > ``WANDB_MODE``/``WANDB_PROJECT``/``WANDB_ENTITY`` > the
+    sweep's ``tracking.wandb`` > ``online`` mode, the project named after the sweep
+    (:func:`~ccpo_lab.tracking.target.wandb_target`; ``say`` gets a line when an
+    environment variable decided).
 
     Raises:
-        UserError: not a sweep directory, or the ``wandb`` package is missing.
+        UserError: not a sweep directory, the ``wandb`` package is missing, or the mode is
+            neither ``online`` nor ``offline`` (``WANDB_MODE=disabled``).
     W&B's own errors propagate.
     """
     from ccpo_lab.config.tracking import wandb_installed
@@ -234,10 +237,11 @@ def sync_wandb(sweep_dir: str | Path, *, mode: str | None = None, project: str |
                         key="--wandb")
     manifest = read_sweep_config(root)
     sweep = str(manifest.get("name") or root.name)
-    settings = wandb_settings(manifest, sweep, mode=mode or None, project=project,
-                              entity=entity) or wandb_settings(
-        manifest, sweep, mode="online", project=project, entity=entity)
-    assert settings is not None
+    target = wandb_target(manifest, sweep, mode, project, entity)
+    settings = target.settings
+    if say is not None:
+        for note in target.notes:
+            say(note)
     runs, left_out = SweepDir(root).discover()
     arms = sorted({f.arm for f in runs})
     stats = summary_settings(manifest, [a for a in manifest.get("arms") or [] if a in arms]
