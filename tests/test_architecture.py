@@ -200,7 +200,7 @@ def test_the_lazy_import_check_sees_a_top_level_import() -> None:
 
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("ccpo_lab", "errors", "placement", "textout", "fitted"),
+    ("ccpo_lab", "errors", "placement", "textout", "fitted", "atomic"),
     ("stats", "estimators"),
     ("config",),
     ("runs",),

@@ -30,9 +30,7 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -418,24 +416,11 @@ def read_json_object(path: str | Path) -> dict[str, Any]:
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except OSError as e:
-        Path(tmp).unlink(missing_ok=True)
-        if e.filename is None:  # a full disk says ENOSPC, not where: name the file
-            raise OSError(e.errno, e.strerror, str(p)) from e
-        raise
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``text`` to ``path`` through a temporary file and a rename, with the umask's
+    mode (:func:`ccpo_lab.atomic.atomic_write_text`)."""
+    from ccpo_lab.atomic import atomic_write_text as write
+
+    write(path, text)
 
 
 def atomic_write_json(path: str | Path, value: Any) -> None:

@@ -24,13 +24,13 @@ import math
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
 
 from ccpo_lab import __version__
+from ccpo_lab.atomic import temp_dir
 from ccpo_lab.config.identity import canonical_json
 from ccpo_lab.config.yamlio import atomic_write_json, check_name
 from ccpo_lab.errors import UserError, os_failure
@@ -354,7 +354,7 @@ def _stage(root: Path, source: Path, fmt: str, seen: _Stream) -> Path:
     base = root
     while not base.exists():
         base = base.parent
-    stage = Path(tempfile.mkdtemp(dir=base, prefix=".ccpo-import-"))
+    stage = temp_dir(base, ".ccpo-import-")
     try:
         with source.open("rb") as f:
             _write_merged(_rows(source, fmt, f, seen), RunDir(stage).metrics, seen)

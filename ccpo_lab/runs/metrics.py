@@ -310,14 +310,15 @@ def truncate_metrics(path: str | Path, last_step: int) -> int:
         MetricsFormatError: a complete line that is not a row (the file is left as it is).
     """
     import filecmp
-    import tempfile
+
+    from ccpo_lab.atomic import temp_file
 
     p = Path(path)
     if not p.is_file():
         return 0
     scan = MetricsScan(p, keep=1)
     dropped = 0
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    fd, tmp = temp_file(p.parent, prefix=f".{p.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             for r in scan:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ccpo_lab import atomic
 from ccpo_lab.config import yamlio
 
 
@@ -18,10 +19,10 @@ def test_a_failed_write_names_its_file(tmp_path: Path, monkeypatch: pytest.Monke
     def full(fd: int) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(yamlio.os, "fsync", full)
+    monkeypatch.setattr(atomic.os, "fsync", full)
     target = tmp_path / "sweep.json"
     with pytest.raises(OSError) as err:
         yamlio.atomic_write_json(target, {"a": 1})
-    monkeypatch.setattr(yamlio.os, "fsync", real_fsync)
+    monkeypatch.setattr(atomic.os, "fsync", real_fsync)
     assert err.value.errno == errno.ENOSPC and err.value.filename == str(target)
     assert not list(tmp_path.iterdir())  # no temporary file left

@@ -17,7 +17,6 @@ import json
 import math
 import os
 import shutil
-import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ccpo_lab.atomic import temp_dir
 from ccpo_lab.backends.local.catalog import TASK_TYPES, physics
 from ccpo_lab.backends.local.checker import check_game
 from ccpo_lab.backends.local.pddl import (
@@ -341,7 +341,7 @@ def ensure_games(cache_root: Path, spec: GameSpec) -> GameSet:
     if (final / MANIFEST).is_file():
         return load_game_set(final)
     cache_root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".games-tmp-", dir=cache_root))
+    tmp = temp_dir(cache_root, ".games-tmp-")
     try:
         generate_games(tmp / "set", spec.n_train, spec.n_eval, spec.seed, spec.config)
         try:

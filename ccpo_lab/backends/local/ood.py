@@ -28,13 +28,13 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ccpo_lab.atomic import temp_dir
 from ccpo_lab.backends.local.catalog import ROOMS, RoomKind, physics
 from ccpo_lab.backends.local.checker import check_game
 from ccpo_lab.backends.local.games import (
@@ -264,7 +264,7 @@ def ensure_ood_games(games: GameSet, n: int) -> OodSet:
         try:
             if (final / MANIFEST).is_file():
                 return load_ood(final)
-            tmp = Path(tempfile.mkdtemp(prefix=".ood-tmp-", dir=cache))
+            tmp = temp_dir(cache, ".ood-tmp-")
             try:
                 generate_ood(tmp / "set", games, n)
                 os.rename(tmp / "set", final)

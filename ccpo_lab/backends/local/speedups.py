@@ -61,11 +61,12 @@ import hashlib
 import os
 import pickle
 import sys
-import tempfile
 import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from ccpo_lab.atomic import temp_file
 
 _ORIGINALS: dict[str, tuple[Any, str, Callable[..., Any]]] = {}
 MAX_ENTRIES = 20_000
@@ -212,7 +213,7 @@ def write_cache_file(path: Path | None, blob: bytes, *, sign: bool = True) -> No
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+        fd, tmp = temp_file(path.parent, prefix=".tmp-")
         with os.fdopen(fd, "wb") as f:
             f.write(blob)
         os.replace(tmp, path)
