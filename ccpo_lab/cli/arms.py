@@ -7,23 +7,22 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ccpo_lab.errors import UserError
-
 if TYPE_CHECKING:
+    from ccpo_lab.config.armspath import ArmsPath
     from ccpo_lab.config.schema import ArmConfig
 
-app = typer.Typer(help="Inspect the arms (arms/*.yaml).", no_args_is_help=True)
+app = typer.Typer(help="Inspect the arms along the arms path (--arms-dir, $CCPO_LAB_ARMS, "
+                  "./arms, then the shipped arms).", no_args_is_help=True)
 
-ArmsDir = typer.Option(None, "--arms-dir", help="Directory of arm files (default: ./arms).")
+ArmsDir = typer.Option(None, "--arms-dir",
+                       help="A folder of arm files, searched first (then $CCPO_LAB_ARMS, "
+                            "./arms and the shipped arms).")
 
 
-def _dir(arms_dir: Path | None) -> Path:
-    from ccpo_lab.config.arms import default_arms_dir
+def _dir(arms_dir: Path | None) -> ArmsPath:
+    from ccpo_lab.config.armspath import arms_path
 
-    d = arms_dir or default_arms_dir()
-    if not d.is_dir():
-        raise UserError("arms directory not found", file=d)
-    return d
+    return arms_path(arms_dir)
 
 
 @app.command("list")
@@ -37,16 +36,21 @@ def list_arms(arms_dir: Path | None = ArmsDir) -> None:
 
     d = _dir(arms_dir)
     arms = [load_arm(name, d) for name in arm_names(d)]
-    table = Table()
+    table = Table(caption=f"arms path: {d.describe()}")
     table.add_column("arm", no_wrap=True)
+    table.add_column("from", no_wrap=True)
     table.add_column("estimator", no_wrap=True)
     table.add_column("flags", overflow="fold")
     table.add_column("description")
     for arm in arms:
         flags = " ".join(f"{k}={v}" for k, v in distinguishing_flags(arm).items())
         summary = arm.description.split(": ")[0].split(". ")[0]
-        table.add_row(arm.name, arm.estimator.name, flags, summary)
+        table.add_row(arm.name, d.source(Path(arm.source)), arm.estimator.name, flags, summary)
     Console().print(fitted(table))
+    for arm in arms:
+        for other in arm.shadows:
+            typer.secho(f"note: arm {arm.name}: {arm.source} shadows {other} (the first on "
+                        "the arms path wins)", fg="yellow", err=True)
 
 
 @app.command("show")

@@ -33,9 +33,10 @@ def doctor(
     kinds = doctor_kinds()
     kind = kinds[0]  # without a sweep: the defaults of the backend with machine checks
     if sweep_file is not None:
+        from ccpo_lab.cli.paths import sweep_file as find_sweep_file
         from ccpo_lab.config.sweep import load_sweep
 
-        sweep = load_sweep(sweep_file, overrides or [])
+        sweep = load_sweep(find_sweep_file(sweep_file), overrides or [])
         kind = sweep.config.backend.kind
         if kind not in kinds:
             raise UserError(f"doctor checks machines for the {' and '.join(kinds)} backend; "

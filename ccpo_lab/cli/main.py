@@ -28,6 +28,8 @@ from ccpo_lab.cli import doctor as doctor_cmd  # noqa: E402
 from ccpo_lab.cli import evaluate as evaluate_cmd  # noqa: E402
 from ccpo_lab.cli import games as games_cmd  # noqa: E402
 from ccpo_lab.cli import importer as import_cmd  # noqa: E402
+from ccpo_lab.cli import init as init_cmd  # noqa: E402
+from ccpo_lab.cli import install as install_cmd  # noqa: E402
 from ccpo_lab.cli import rehearse as rehearse_cmd  # noqa: E402
 from ccpo_lab.cli import report as report_cmd  # noqa: E402
 from ccpo_lab.cli import status as status_cmd  # noqa: E402
@@ -39,6 +41,8 @@ from ccpo_lab.textout import prepare_streams  # noqa: E402
 
 # Each command module has ``register(app)``; keep these modules light at import time.
 _COMMAND_MODULES = (
+    init_cmd,
+    install_cmd,
     sweep_cmd,
     status_cmd,
     cancel_cmd,

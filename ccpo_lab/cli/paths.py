@@ -31,3 +31,22 @@ def output_dir(path: Path, option: str) -> Path:
         what = "is a file" if p == path else f"{p} is a file"
         raise UserError(f"{what}, expected a directory", file=path, key=option)
     return path
+
+
+def sweep_file(path: Path) -> Path:
+    """The sweep file ``path`` names: the file itself, else the shipped example it names
+    (``demo``, ``demo.yaml`` or ``sweeps/demo.yaml`` from a folder without it: a note
+    says so on stderr), else a one-line error listing the shipped examples."""
+    import typer
+
+    from ccpo_lab.config.armspath import shipped_sweep, shipped_sweep_names
+
+    if path.exists():
+        return path
+    shipped = shipped_sweep(path)
+    if shipped is None:
+        raise UserError("sweep file not found", file=path,
+                        valid=f"a file, or a shipped example: {', '.join(shipped_sweep_names())}")
+    typer.secho(f"note: {path} is not here; using the shipped example {shipped}",
+                fg="yellow", err=True)
+    return shipped

@@ -57,18 +57,18 @@ def sweep(
     `ccpo-lab sync --watch` beside it, every tracking.live_every seconds).
     """
     from ccpo_lab.cli.paths import output_dir
+    from ccpo_lab.cli.paths import sweep_file as find_sweep_file
     from ccpo_lab.config.sweep import load_sweep
 
     if multirun:
         raise UserError(MULTIRUN, file="command line", key="--multirun")
     output_dir(results, "--results")
-    sw = load_sweep(sweep_file, overrides or [])
+    sw = load_sweep(find_sweep_file(sweep_file), overrides or [])
     for w in _unseen_warnings(sw, results, dry_run):
         typer.secho(f"warning: {w}", fg="yellow", err=True)
-    adaptive = sw.design is not None
     if dry_run:
         only = None
-        if adaptive:
+        if sw.design is not None:
             from ccpo_lab.adaptive.launch import dry_run as adaptive_dry_run
 
             sw, only, line = adaptive_dry_run(sw, results)
@@ -76,21 +76,27 @@ def sweep(
         print_plan(sw, results, new_run=new_run, retry_failed=retry_failed,
                    commands=commands, only=only)
         return
+    code = _launch(sw, results, new_run=new_run, wait=wait, retry_failed=retry_failed)
+    if code:
+        raise typer.Exit(code)
+
+
+def _launch(sw: Sweep, results: Path, *, new_run: bool, wait: bool, retry_failed: bool
+            ) -> int:
+    """Launch the sweep (its adaptive design's next look, when it has one), the live sync
+    beside a ``--wait``; the exit code."""
     from ccpo_lab.tracking.live import live_sync
 
     with live_sync(sw, results) if wait else contextlib.nullcontext():
-        if adaptive:
+        if sw.design is not None:
             from ccpo_lab.adaptive.launch import launch_adaptive
 
-            code = launch_adaptive(sw, results, new_run=new_run, wait=wait,
+            return launch_adaptive(sw, results, new_run=new_run, wait=wait,
                                    retry_failed=retry_failed)
-        else:
-            from ccpo_lab.launch.submit import launch_sweep
+        from ccpo_lab.launch.submit import launch_sweep
 
-            code = launch_sweep(sw, results, new_run=new_run, wait=wait,
-                                retry_failed=retry_failed)
-    if code:
-        raise typer.Exit(code)
+        return launch_sweep(sw, results, new_run=new_run, wait=wait,
+                            retry_failed=retry_failed)
 
 
 def _plan_table(plan: list[PlannedRun], decisions: dict[int, Decision]) -> Any:
@@ -139,6 +145,7 @@ def print_plan(sw: Sweep, results: Path, *, new_run: bool, retry_failed: bool = 
     from ccpo_lab.fitted import fitted
     from ccpo_lab.launch.plan import launcher_for, plan_sweep
     from ccpo_lab.launch.submit import decide, summary
+    from ccpo_lab.runs.layout import RunDir
 
     plan = [p for p in plan_sweep(sw, results, new_run=new_run)
             if only is None or (p.run.arm, p.run.seed) in only]
@@ -166,7 +173,8 @@ def print_plan(sw: Sweep, results: Path, *, new_run: bool, retry_failed: bool = 
             continue
         say(f"{p.run.arm} seed {p.run.seed} -> {p.run_dir.path}")
         if commands or shown == 0:
-            say(f"  {describe(p.run, p.run_dir, placement)}")
+            # absolute paths: the command cds into the run's logs, and runs as printed
+            say(f"  {describe(p.run, RunDir(p.run_dir.path.absolute()), placement)}")
             shown += 1
     if not commands and len(plan) > 1:
         say("(the command of the first run; --commands prints every run's)")

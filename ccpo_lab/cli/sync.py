@@ -65,22 +65,25 @@ def sync(
     """
     from ccpo_lab.tracking.store import http_defaults
 
-    if wandb_mode is not None and wandb_mode not in ("online", "offline"):
-        raise UserError("unknown W&B mode", key="--wandb-mode", value=wandb_mode,
-                        valid=["online", "offline"])
-    if (wandb_mode or wandb_project or wandb_entity) and not wandb:
-        raise UserError("--wandb-mode, --wandb-project and --wandb-entity go with --wandb",
-                        key="--wandb")
+    _check_wandb_flags(wandb, wandb_mode, wandb_project, wandb_entity)
     http_defaults()
-    if watch:
-        _watch(sweep_dir, uri, experiment, every, follow_pid)
-        ok = True
-    else:
-        ok = _once(sweep_dir, uri, experiment, report_dir, wandb)
+    ok = _watch(sweep_dir, uri, experiment, every, follow_pid) if watch else \
+        _once(sweep_dir, uri, experiment, report_dir, wandb)
     if wandb:
         ok = _wandb(sweep_dir, wandb_mode, wandb_project, wandb_entity) and ok
     if not ok:
         raise typer.Exit(1)
+
+
+def _check_wandb_flags(wandb: bool, mode: str | None, project: str | None,
+                       entity: str | None) -> None:
+    """The W&B flags: a known mode, and only with ``--wandb``."""
+    if mode is not None and mode not in ("online", "offline"):
+        raise UserError("unknown W&B mode", key="--wandb-mode", value=mode,
+                        valid=["online", "offline"])
+    if (mode or project or entity) and not wandb:
+        raise UserError("--wandb-mode, --wandb-project and --wandb-entity go with --wandb",
+                        key="--wandb")
 
 
 def _once(sweep_dir: Path, uri: str | None, experiment: str | None, report_dir: Path | None,
@@ -119,8 +122,9 @@ def _once(sweep_dir: Path, uri: str | None, experiment: str | None, report_dir: 
 
 
 def _watch(sweep_dir: Path, uri: str | None, experiment: str | None, every: float,
-           follow_pid: int | None) -> None:
-    """``--watch``: rounds until nothing runs; SIGTERM or Ctrl-C asks for a last round."""
+           follow_pid: int | None) -> bool:
+    """``--watch``: rounds until nothing runs; SIGTERM or Ctrl-C asks for a last round.
+    True when the last round left the store current (else exit 1)."""
     import signal
     import threading
 
@@ -152,6 +156,7 @@ def _watch(sweep_dir: Path, uri: str | None, experiment: str | None, every: floa
                   "the last round failed -- nothing was lost; run `ccpo-lab sync` again"))
     if not end.ok:
         raise typer.Exit(1)
+    return True
 
 
 def _wandb(sweep_dir: Path, mode: str | None, project: str | None, entity: str | None

@@ -11,11 +11,11 @@ An arm file ``arms/<name>.yaml``::
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ccpo_lab.config.armspath import ArmsPath, arms_path
 from ccpo_lab.config.protocol import ProtocolConfig
 from ccpo_lab.config.schema import ArmConfig, EstimatorConfig
 from ccpo_lab.config.validate import build, field_names
@@ -26,21 +26,25 @@ ARM_KEYS = ("name", "description", "extends", "estimator", "training")
 
 
 def default_arms_dir() -> Path:
-    """``$CCPO_LAB_ARMS``, else ``./arms``, else the ``arms/`` of this source checkout."""
-    env = os.environ.get("CCPO_LAB_ARMS")
-    if env:
-        return Path(env)
-    here = Path("arms")
-    if here.is_dir():
-        return here
-    return Path(__file__).resolve().parents[2] / "arms"
+    """The first folder of the default arms path (``$CCPO_LAB_ARMS``, ``./arms``, the
+    shipped arms): see :mod:`ccpo_lab.config.armspath`."""
+    return arms_path().dirs[0]
 
 
-def arm_names(arms_dir: Path) -> list[str]:
-    """Stems of the arm files in ``arms_dir``, sorted."""
-    if not arms_dir.is_dir():
+def as_arms_path(arms: Path | ArmsPath | None) -> ArmsPath:
+    """``arms`` as a search path: a folder goes in front of the default path."""
+    if isinstance(arms, ArmsPath):
+        return arms
+    return arms_path(arms) if arms is not None else arms_path()
+
+
+def arm_names(arms: Path | ArmsPath) -> list[str]:
+    """Stems of the arm files along ``arms`` (a folder: that folder only), sorted."""
+    if isinstance(arms, ArmsPath):
+        return arms.names()
+    if not arms.is_dir():
         return []
-    return sorted(p.stem for p in arms_dir.glob("*.yaml") if not p.name.startswith("."))
+    return sorted(p.stem for p in arms.glob("*.yaml") if not p.name.startswith("."))
 
 
 def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -53,22 +57,28 @@ def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _raw_chain(name: str, arms_dir: Path, *, referrer: str | None) -> list[tuple[str, Path, dict]]:
-    """Raw arm mappings along ``extends``, the requested arm first."""
+def _raw_chain(name: str, arms: ArmsPath, *, referrer: str | None
+               ) -> list[tuple[str, Path, dict]]:
+    """Raw arm mappings along ``extends``, the requested arm first (each name looked up
+    along ``arms``; an arm extending its own name extends the next file of that name)."""
     chain: list[tuple[str, Path, dict]] = []
-    seen: list[str] = []
+    seen: list[Path] = []
     current: str | None = name
     ref_file, ref_key = referrer, "arms"
+    previous: Path | None = None
     while current is not None:
         check_name(current, file=ref_file, key=ref_key)
-        if current in seen:
-            cycle = " -> ".join([*seen, current])
+        after = previous if previous is not None and previous.stem == current else None
+        path = arms.find(current, after=after)
+        if path is None:
+            what = "no further arm of that name on the arms path" if after is not None \
+                else "unknown arm"
+            raise UserError(what, file=ref_file, key=ref_key, value=current,
+                            valid=arms.names() or f"(no arm files on {arms.describe()})")
+        if path.resolve() in seen:
+            cycle = " -> ".join([*(p.stem for p in seen), current])
             raise UserError("extends cycle", file=ref_file, key="extends", value=cycle)
-        seen.append(current)
-        path = arms_dir / f"{current}.yaml"
-        if not path.exists():
-            raise UserError("unknown arm", file=ref_file, key=ref_key, value=current,
-                            valid=arm_names(arms_dir) or f"(no arm files in {arms_dir})")
+        seen.append(path.resolve())
         raw = read_yaml_mapping(path, "arm file")
         for k in raw:
             if k not in ARM_KEYS:
@@ -83,19 +93,13 @@ def _raw_chain(name: str, arms_dir: Path, *, referrer: str | None) -> list[tuple
         parent = raw.get("extends")
         if parent is not None and not isinstance(parent, str):
             raise UserError("expected an arm name", file=path, key="extends", value=parent)
-        current, ref_file, ref_key = parent, str(path), "extends"
+        current, ref_file, ref_key, previous = parent, str(path), "extends", path
     return chain
 
 
-def load_arm(name: str, arms_dir: Path | None = None, *, referrer: str | None = None) -> ArmConfig:
-    """Load, inherit and validate arm ``name`` from ``arms_dir``.
-
-    ``referrer`` is the file that named the arm (a sweep file), used in errors.
-    """
-    from ccpo_lab.estimators.spec import estimator_names, protocol_bound, resolve_params
-
-    arms_dir = arms_dir or default_arms_dir()
-    chain = _raw_chain(name, arms_dir, referrer=referrer)
+def _merged(chain: list[tuple[str, Path, dict]]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The chain's mappings merged, the root ancestor first; and the file that set each
+    ``estimator.K`` / ``training.K``."""
     merged: dict[str, Any] = {}
     origin: dict[str, str] = {}
     for _, path, raw in reversed(chain):
@@ -108,6 +112,21 @@ def load_arm(name: str, arms_dir: Path | None = None, *, referrer: str | None = 
         for key in raw.get("training", {}):
             origin[f"training.{key}"] = str(path)
         merged = _merge(merged, {k: v for k, v in raw.items() if k not in ("name", "extends")})
+    return merged, origin
+
+
+def load_arm(name: str, arms_dir: Path | ArmsPath | None = None, *,
+             referrer: str | None = None) -> ArmConfig:
+    """Load, inherit and validate arm ``name`` from the arms path (a folder: that folder
+    in front of the default path; see :mod:`ccpo_lab.config.armspath`).
+
+    ``referrer`` is the file that named the arm (a sweep file), used in errors.
+    """
+    from ccpo_lab.estimators.spec import estimator_names, protocol_bound, resolve_params
+
+    arms = as_arms_path(arms_dir)
+    chain = _raw_chain(name, arms, referrer=referrer)
+    merged, origin = _merged(chain)
     own_path = str(chain[0][1])
     est = dict(merged.get("estimator") or {})
     if "name" not in est:
@@ -146,7 +165,17 @@ def load_arm(name: str, arms_dir: Path | None = None, *, referrer: str | None = 
         training=training,
         source=own_path,
         chain=tuple(n for n, _, _ in chain),
+        shadows=_shadowed(arms, name, [p for _, p, _ in chain]),
     )
+
+
+def _shadowed(arms: ArmsPath, name: str, chain: list[Path]) -> tuple[str, ...]:
+    """The other files of arm ``name`` on the path that the arm (its files: ``chain``)
+    neither is nor extends, and whose text differs (a copy shadows nothing)."""
+    text = chain[0].read_bytes()
+    used = {p.resolve() for p in chain}
+    return tuple(str(p) for p in arms.find_all(name)
+                 if p.resolve() not in used and p.read_bytes() != text)
 
 
 def distinguishing_flags(arm: ArmConfig) -> dict[str, Any]:

@@ -128,14 +128,19 @@ class ArmConfig:
     """File the arm was read from."""
     chain: tuple[str, ...] = ()
     """Arm names along ``extends``, this arm first."""
+    shadows: tuple[str, ...] = ()
+    """Other files of this arm's name on the arms path (differing from the one used)."""
 
     @property
     def warnings(self) -> list[str]:
-        """Lint warnings about the estimator configuration."""
+        """Lint warnings about the estimator configuration, and the arm files of the same
+        name that this one shadows."""
         # imported on use: the estimator registry checks each implementation's module (~40 ms)
         from ccpo_lab.estimators.spec import lint_params
 
-        return lint_params(self.estimator.name, self.estimator.params)
+        shadow = [f"arm file {self.source} is used; it shadows {other} (the first on the "
+                  "arms path wins)" for other in self.shadows]
+        return [*lint_params(self.estimator.name, self.estimator.params), *shadow]
 
 
 @dataclass(frozen=True)

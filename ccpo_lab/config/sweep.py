@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ccpo_lab.config.adaptive import adaptive_design
-from ccpo_lab.config.arms import default_arms_dir, load_arm
+from ccpo_lab.config.arms import load_arm
+from ccpo_lab.config.armspath import ArmsPath, arms_path
 from ccpo_lab.config.identity import to_plain
 from ccpo_lab.config.launcher import LauncherSettings, Where
 from ccpo_lab.config.launchers.kinds import build_settings, not_a_setting, settings_class
@@ -344,7 +345,7 @@ def load_sweep(path: str | Path, overrides: Sequence[str] = (), *,
     launcher = build_settings(composed.pop("launcher"), where=where)
     cfg = dataclasses.replace(build(SweepConfig, composed, where=where), launcher=launcher)
     _check_sweep(cfg, where)
-    adir = Path(arms_dir) if arms_dir else _arms_dir_for(cfg, p)
+    adir = arms_path(Path(arms_dir)) if arms_dir else _arms_dir_for(cfg, p)
     arms = tuple(load_arm(name, adir, referrer=where("arms")) for name in cfg.arms)
     for arm in arms:
         if arm.training:
@@ -380,12 +381,19 @@ def _check_pairs(cfg: SweepConfig, where: Callable[[str], str | None]) -> None:
                         key="analysis.pairs", value=cfg.analysis.pairs)
 
 
-def _arms_dir_for(cfg: SweepConfig, sweep_path: Path) -> Path:
+def _arms_dir_for(cfg: SweepConfig, sweep_path: Path) -> ArmsPath:
+    """The sweep's arms path: its ``arms_dir`` (relative to the sweep file) or the
+    ``arms/`` beside its folder in front of the default path."""
     if cfg.arms_dir:
         d = Path(cfg.arms_dir)
-        return d if d.is_absolute() else (sweep_path.parent / d)
+        d = d if d.is_absolute() else (sweep_path.parent / d)
+        if not d.is_dir():
+            raise UserError("arms folder not found (relative to the sweep file)",
+                            file=sweep_path, key="arms_dir", value=cfg.arms_dir)
+        return arms_path(d, "arms_dir")
     beside = sweep_path.resolve().parent.parent / "arms"
-    return beside if beside.is_dir() else default_arms_dir()
+    return arms_path(beside, "arms/ beside the sweep's folder") if beside.is_dir() \
+        else arms_path()
 
 
 def _check_sweep(cfg: SweepConfig, where: Any) -> None:

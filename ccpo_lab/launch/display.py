@@ -102,6 +102,8 @@ def status_table(rows: list[RunStatus], title: str, bars: bool = False) -> Any:
                       format_elapsed(r.eta_s) if r.eta_s is not None else "-",
                       format_elapsed(r.elapsed_s))
     below = [safe(f"{r.arm} seed {r.seed}: {r.note}") for r in rows if r.note]
+    if below:
+        below.insert(0, "* a note on the run, below:")
     below += follow_lines(rows)
     below.append(summary_line(rows))
     return Group(fitted(table), Text("\n".join(below)))

@@ -20,7 +20,7 @@ from typing import Any
 from ccpo_lab.config.yamlio import atomic_write_json
 from ccpo_lab.launch.environment import LOCAL
 from ccpo_lab.launch.slots import SlotPool
-from ccpo_lab.runs.layout import RunDir, SweepDir
+from ccpo_lab.runs.layout import RunDir, SweepDir, stored_path, sweep_path
 
 
 def _cmdline_has(pid: Any, needle: bytes) -> bool:
@@ -82,8 +82,10 @@ def spawn_pool(sweep_dir: Path, run_dirs: Sequence[str], slots: Sequence[tuple[i
     stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
     queue = jobs_dir / f"local-pool-{stamp}.json"
     log = jobs_dir / f"local-pool-{stamp}.log"
-    atomic_write_json(queue, {"runs": list(run_dirs), "slots": [list(s) for s in slots],
-                              "python": python, "slot_locks": str(jobs_dir)})
+    sweep = jobs_dir.parent  # paths relative to it: a moved sweep's queue still reads
+    atomic_write_json(queue, {"runs": [stored_path(d, sweep) for d in run_dirs],
+                              "slots": [list(s) for s in slots], "python": python,
+                              "slot_locks": stored_path(str(jobs_dir), sweep)})
     if before_start is not None:
         before_start(queue)
     with log.open("ab") as out:
@@ -113,9 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     from ccpo_lab.launch import pool as this
 
     spec = json.loads(Path(args[0]).read_text(encoding="utf-8"))
+    sweep = Path(args[0]).resolve().parent.parent
+    spec["runs"] = [sweep_path(d, sweep) for d in spec["runs"]]
     slots = [tuple(s) for s in spec["slots"]]
     # a queue written before slot locks: its sweep's jobs directory holds them
-    slot_locks = Path(spec.get("slot_locks") or Path(args[0]).resolve().parent)
+    slot_locks = Path(sweep_path(spec.get("slot_locks"), sweep) or sweep / "_jobs")
     pool = this.SlotPool(slots, python=spec.get("python"), slot_locks=slot_locks)
 
     def on_term(signum: int, _frame: Any) -> None:

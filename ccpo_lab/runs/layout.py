@@ -36,10 +36,11 @@ identity is never overwritten: the launch is refused with a key-by-key diff, or
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -262,8 +263,9 @@ class RunDir:
         atomic_write_json(self.state_json, data)
 
     def read_job(self) -> dict[str, Any]:
-        """The current submission (``job.json``; {} when never submitted or unreadable)."""
-        return self.read_json_quietly(self.job_json)
+        """The current submission (``job.json``; {} when never submitted or unreadable),
+        its paths (:data:`JOB_PATHS`) absolute under the sweep directory as it is now."""
+        return self._job_paths(self.read_json_quietly(self.job_json), sweep_path)
 
     def record_job(self, **fields: Any) -> dict[str, Any]:
         """Record a new submission (written by launchers only, never by the job); the
@@ -274,15 +276,65 @@ class RunDir:
             history.append(old)
         data = {"submitted": now_iso(), "host": socket.gethostname(), **fields,
                 "history": history[-_HISTORY:]}
-        atomic_write_json(self.job_json, data)
+        atomic_write_json(self.job_json, self._job_paths(data, stored_path))
         return data
 
     def update_job(self, **fields: Any) -> dict[str, Any]:
         """Merge ``fields`` into the current submission record."""
         data = self.read_job()
         data.update(fields)
-        atomic_write_json(self.job_json, data)
+        atomic_write_json(self.job_json, self._job_paths(data, stored_path))
         return data
+
+    def _job_paths(self, data: dict[str, Any],
+                   convert: Callable[[Any, Path, tuple[str, ...]], Any]) -> dict[str, Any]:
+        """``data`` with its :data:`JOB_PATHS` (and its history's) converted."""
+        hint = (self.path.parent.name, self.path.name)
+        out = {k: convert(v, self.sweep_root, hint) if k in JOB_PATHS else v
+               for k, v in data.items()}
+        if isinstance(out.get("history"), list):
+            out["history"] = [self._job_paths(h, convert) if isinstance(h, dict) else h
+                              for h in out["history"]]
+        return out
+
+
+JOB_PATHS = ("folder", "stdout", "stderr", "pool_queue")
+"""The keys of ``job.json`` holding paths: stored relative to the sweep directory, so a
+sweep directory copied or moved elsewhere reads as before."""
+
+
+def stored_path(value: Any, root: Path, hint: tuple[str, ...] = ()) -> Any:
+    """A path to store in a file of the sweep directory ``root``: relative to ``root``
+    when it lies inside it (a moved sweep directory still finds it), else as it is."""
+    if not isinstance(value, str) or not os.path.isabs(value):
+        return value
+    try:
+        return os.path.relpath(value, root) if Path(value).resolve().is_relative_to(
+            root.resolve()) else value
+    except (OSError, ValueError):
+        return value
+
+
+def sweep_path(value: Any, root: Path, hint: tuple[str, ...] = ()) -> Any:
+    """A stored path as an absolute path under the sweep directory ``root`` as it is now.
+
+    A relative path is joined to ``root``. An absolute one written before paths were
+    stored relative (or from where the sweep directory was before it moved) is re-rooted
+    at its last ``<arm>/<seed dir>`` (``hint``) or ``_jobs`` part when it is not under
+    ``root``; anything else is returned as it is (the gateway refuses what is outside).
+    """
+    if not isinstance(value, str) or not value:
+        return value
+    if not os.path.isabs(value):
+        return str(root / value)
+    parts = Path(value).parts
+    if Path(value).is_relative_to(root):
+        return value
+    for i in range(len(parts) - 1, 0, -1):
+        if parts[i] == "_jobs" or (len(hint) == 2 and parts[i - 1:i + 1] == hint):
+            start = i if parts[i] == "_jobs" else i - 1
+            return str(root.joinpath(*parts[start:]))
+    return value
 
 
 def yaml_problem(e: Exception) -> str:
@@ -497,6 +549,7 @@ class SweepDir:
     def add_submission(self, **fields: Any) -> None:
         """Append one submission record (launcher, job ids, runs, time) to the manifest."""
         data = self.read_manifest()
+        fields = {k: stored_path(v, self.path) for k, v in fields.items()}
         data.setdefault("submissions", []).append({"time": now_iso(), **fields})
         data["submissions"] = data["submissions"][-200:]
         self.write_manifest(data)

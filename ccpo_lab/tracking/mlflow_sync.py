@@ -68,7 +68,7 @@ from ccpo_lab.tracking.store import (
     store_lock,
 )
 from ccpo_lab.tracking.summary import WINDOW_MEAN, cost_values, summary_settings, summary_values
-from ccpo_lab.tracking.target import mlflow_target
+from ccpo_lab.tracking.target import STORE, default_uri, mlflow_target
 
 if TYPE_CHECKING:
     from ccpo_lab.report.model import ReportModel
@@ -86,7 +86,6 @@ VIEW_KEY = "ccpo-lab-by-arm"
 VIEW_TAG = "mlflow.sharedViewState." + VIEW_KEY
 ARTIFACTS_DIR = "mlartifacts"
 """Artifact root of the default store, relative to the sweep directory."""
-STORE = "mlflow.db"
 MAX_PARAMS = 100
 PARAM_LEN = 6000
 _STATUS = {"pending": "SCHEDULED", "running": "RUNNING", "requeued": "RUNNING",
@@ -151,15 +150,6 @@ class SyncResult:
             lines.append(f"MLflow UI: {ui_command()}  (in the sweep directory), then open "
                          f"{self.ui_url}")
         return "\n".join(lines)
-
-
-def default_uri(sweep_dir: Path) -> str:
-    """``sqlite:///<absolute sweep dir>/mlflow.db``, the path percent-encoded (SQLAlchemy
-    decodes it): a ``?``, ``#`` or ``%20`` in a results path is part of the file name,
-    never a query, a fragment or an escape."""
-    from urllib.parse import quote
-
-    return "sqlite:///" + quote(str(Path(sweep_dir).resolve() / STORE), safe="/")
 
 
 def ui_command(port: int = 5000) -> str:

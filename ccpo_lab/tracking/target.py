@@ -88,6 +88,19 @@ class MlflowTarget:
     """One line per setting an environment variable decided (see the module)."""
 
 
+STORE = "mlflow.db"
+"""The file name of a sweep's own MLflow store."""
+
+
+def default_uri(sweep_dir: Path) -> str:
+    """``sqlite:///<absolute sweep dir>/mlflow.db``, the path percent-encoded (SQLAlchemy
+    decodes it): a ``?``, ``#`` or ``%20`` in a results path is part of the file name,
+    never a query, a fragment or an escape."""
+    from urllib.parse import quote
+
+    return "sqlite:///" + quote(str(Path(sweep_dir).resolve() / STORE), safe="/")
+
+
 def mlflow_target(root: Path, manifest: Mapping[str, Any], uri: str | None = None,
                   experiment: str | None = None, environ: Mapping[str, str] | None = None
                   ) -> MlflowTarget:
@@ -95,8 +108,6 @@ def mlflow_target(root: Path, manifest: Mapping[str, Any], uri: str | None = Non
     :func:`~ccpo_lab.runs.sweep_runs.read_sweep_config`): ``uri``/``experiment`` >
     ``MLFLOW_TRACKING_URI``/``MLFLOW_EXPERIMENT_NAME`` > its ``tracking.uri``/
     ``tracking.experiment`` > ``sqlite:///<sweep dir>/mlflow.db``/the sweep's name."""
-    from ccpo_lab.tracking.mlflow_sync import default_uri
-
     tracking = mapping(manifest.get("tracking"))
     store_default = default_uri(root)
     name = str(manifest.get("name") or root.name)

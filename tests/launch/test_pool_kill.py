@@ -111,7 +111,8 @@ def test_a_killed_pools_runs_keep_their_gpus_from_another_sweep(
     two = [RunDir(results / "two" / "grpo" / "seed-0")]
     time.sleep(6)
     assert _started(two) == [] and len(_executing(one)) == 2
-    log = Path(str(SweepDir(results / "two").read_manifest()["submissions"][-1]["queue"]))
+    queue = SweepDir(results / "two").read_manifest()["submissions"][-1]["queue"]
+    log = results / "two" / str(queue)  # stored relative to the sweep directory
     assert "waiting:" in log.with_suffix(".log").read_text()
     assert main(["cancel", str(results / "one"), "--seed", "0"]) == 0
     wait_until(lambda: _started(two), 60, "sweep two's run to start on the freed GPU")

@@ -154,9 +154,8 @@ def check_trainer_env(ctx: Context) -> list[Check]:
     if r.returncode != 0 or fails:
         first = fails[0] if fails else (r.stderr.strip().splitlines() or ["?"])[-1]
         return [Check("trainer environment", "FIX", f"{len(fails) or 1} problem(s); first: "
-                      f"{first[:160]} (install ccpo-lab with `{ctx.settings.python} -m pip "
-                      "install --no-deps ccpo-lab` plus `-m ccpo_lab.backends.verl.trainer_env "
-                      "--requirements`; README: the trainer environment)")]
+                      f"{first[:160]} (install ccpo-lab with `ccpo-lab install-into "
+                      f"{ctx.settings.python}`: docs/installing.md)")]
     return [Check("trainer environment", "ok", f"{ctx.settings.python}: ccpo-lab's job side "
                   "imports (its torch, vLLM and verl untouched)")]
 

@@ -1,8 +1,9 @@
 """ccpo-lab inside a trainer environment (verl-agent's), without touching its torch/vLLM/verl.
 
-``pip install ccpo-lab`` into verl-agent's environment would replace its torch (ccpo-lab
-pins ``torch==2.13.0`` and ``verl==0.9.1`` for its own CPU environment) and break vLLM and
-flash-attn. The supported way is::
+The supported way in is ``ccpo-lab install-into PYTHON``
+(:mod:`ccpo_lab.backends.verl.install`): the base install, the trainer's packages pinned
+where they are. The older way, which leaves ``pip check`` listing ccpo-lab's base
+requirements as missing::
 
     PY=/path/to/verl-agent-env/bin/python      # backend.verl.python of the sweep
     $PY -m pip install --no-deps ccpo-lab      # or: --no-deps -e <ccpo-lab clone>
