@@ -83,6 +83,16 @@ def _last(text: str) -> str:
     return lines[-1] if lines else "(no output)"
 
 
+def _reason(stderr: str) -> str:
+    """pip's own reason in one line: its first ``ERROR:`` line that says what (not the
+    ``ResolutionImpossible: for help visit ...`` pointer), else its last line."""
+    for line in stderr.splitlines():
+        text = line.strip()
+        if text.startswith("ERROR:") and "for help visit" not in text:
+            return text.removeprefix("ERROR:").strip()
+    return _last(stderr)
+
+
 def constraints_text(kept: dict[str, str | None]) -> str:
     """A pip constraints file pinning each installed protected package."""
     return "".join(f"{name}=={v}\n" for name, v in kept.items() if v)
@@ -97,7 +107,7 @@ def plan(python: str, spec: str, kept: dict[str, str | None], constraints: Path)
     r = _run([python, "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-",
               "-c", str(constraints), spec], "pip's dry run")
     if r.returncode != 0:
-        reason = _last(r.stderr)
+        reason = _reason(r.stderr)
         pinned = ", ".join(f"{n} {v}" for n, v in kept.items() if v) or "nothing installed"
         raise UserError(f"pip cannot install {spec} keeping the trainer's packages "
                         f"({pinned}): {reason}; nothing was changed", key="PYTHON",
