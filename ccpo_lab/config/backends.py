@@ -66,6 +66,21 @@ def check_sweep(runs: Sequence[RunConfig], run_dirs: Sequence[RunDir | None]) ->
             hook([r for r, _ in mine], [d for _, d in mine])
 
 
+def missing_job_modules(runs: Sequence[RunConfig]) -> list[tuple[str, str, str]]:
+    """``(backend kind, module, how to install it)`` for each module a backend's job
+    imports (its runner's ``JOB_REQUIRES``: ``((module, install hint), ...)``) that this
+    interpreter cannot find, for the runs whose job runs this interpreter (``needs(run)
+    .python`` None): a base install of ccpo-lab has no torch or alfworld."""
+    import importlib.util
+
+    out: list[tuple[str, str, str]] = []
+    for kind in sorted({r.backend.kind for r in runs if needs(r).python is None}):
+        for module, hint in getattr(backend_runner(kind), "JOB_REQUIRES", ()):
+            if importlib.util.find_spec(module) is None:
+                out.append((kind, module, hint))
+    return out
+
+
 def resume_step(run: RunConfig, run_dir: RunDir) -> int | None:
     """The step of the checkpoint ``run`` would resume from in ``run_dir`` now (None: it
     starts from step 0), as its backend finds it."""

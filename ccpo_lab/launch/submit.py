@@ -17,13 +17,14 @@ launcher executes the runs in this process: Ctrl-C cancels the current run and s
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ccpo_lab.config.backends import resume_step
+from ccpo_lab.config.backends import missing_job_modules, resume_step
 from ccpo_lab.config.identity import to_plain
 from ccpo_lab.config.sweep import Sweep
 from ccpo_lab.errors import UserError
@@ -109,6 +110,18 @@ def summary(decisions: list[Decision]) -> str:
     return ", ".join(f"{n} {k}" for k, n in tally.items())
 
 
+def _check_job_modules(sw: Sweep) -> None:
+    """Refuse, before anything is written, a launch whose jobs would run this interpreter
+    without a module their backend imports (a base install launching CPU-backend runs)."""
+    missing = missing_job_modules(sw.runs)
+    if missing:
+        kind, _, hint = missing[0]
+        mods = ", ".join(m for k, m, _ in missing if k == kind)
+        raise UserError(f"the {kind} backend's runs import {mods}, which this environment "
+                        f"({sys.executable}) lacks: {hint} (docs/installing.md); nothing "
+                        "was launched", key="backend.kind", value=kind)
+
+
 def launch_sweep(sw: Sweep, results: str | Path, *, new_run: bool = False, wait: bool = False,
                  retry_failed: bool = False, console: Any = None,
                  only: Collection[tuple[str, int]] | None = None) -> int:
@@ -128,6 +141,7 @@ def launch_sweep(sw: Sweep, results: str | Path, *, new_run: bool = False, wait:
         raise UserError(f"{len(conflicts)} of {len(plan)} runs would overwrite a different "
                         "run; nothing was launched", detail="\n".join(
                             str(p.conflict) for p in conflicts))
+    _check_job_modules(sw)
     launcher = launcher_for(sw, results)
     launcher.prepare()
     decisions = decide(plan, sweep_dir, retry_failed=retry_failed)

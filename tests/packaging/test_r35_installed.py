@@ -26,14 +26,9 @@ from tests.conftest import REPO, snapshot
 
 BLOCKED = ("torch", "ray", "verl", "alfworld", "textworld", "transformers", "vllm")
 _BLOCKER = f"""
-import importlib.abc, sys
-BLOCK = {BLOCKED!r}
-class Blocker(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in BLOCK:
-            raise ModuleNotFoundError(f"No module named {{name!r}} (blocked)", name=name)
-        return None
-sys.meta_path.insert(0, Blocker())
+import sys
+for name in {BLOCKED!r}:
+    sys.modules[name] = None  # import fails, find_spec says absent: as when not installed
 """
 
 
@@ -94,11 +89,26 @@ def test_init_then_dry_run_from_the_project_without_torch(unpacked_wheel: Path,
     for sweep in ("study", "verl-study"):
         r = _cli(unpacked_wheel, proj, "sweep", f"sweeps/{sweep}.yaml", "--dry-run")
         assert r.returncode == 0, r.stderr
-        assert "my-ccpo" in r.stdout and "(blocked)" not in r.stderr
+        assert "my-ccpo" in r.stdout and "halted" not in r.stderr
     r = _cli(unpacked_wheel, proj, "arms", "list")
     assert r.returncode == 0 and "my-ccpo" in r.stdout and "grpo" in r.stdout
     r = _cli(unpacked_wheel, proj, "arms", "show", "my-ccpo")
     assert "- ccpo-return-hard" in r.stdout and "rho: 0.5" in r.stdout
+
+
+def test_launching_cpu_runs_without_the_local_extra_says_what_to_install(
+        unpacked_wheel: Path, tmp_path: Path) -> None:
+    """A base install can plan a CPU-backend sweep but not run it: the launch is refused
+    before anything is written, naming what is missing and the extra that brings it (it
+    failed each run with a torch traceback before)."""
+    assert _cli(unpacked_wheel, tmp_path, "init", "proj").returncode == 0
+    proj = tmp_path / "proj"
+    r = _cli(unpacked_wheel, proj, "sweep", "sweeps/study.yaml", "launcher=inline",
+             "seeds=[0]")
+    assert r.returncode == 2, r.stderr[-2000:]
+    err = r.stderr.strip()
+    assert len(err.splitlines()) == 1 and "torch, alfworld" in err
+    assert "pip install 'ccpo-lab[local]'" in err and not (proj / "results").exists()
 
 
 def test_a_shipped_example_sweep_is_found_by_name(unpacked_wheel: Path, tmp_path: Path) -> None:

@@ -59,6 +59,12 @@ Progress = Callable[[int, int, "float | None"], None]
 VAL_METRIC = "val/success_rate"
 
 
+JOB_REQUIRES = (("torch", "pip install 'ccpo-lab[local]'"),
+                ("alfworld", "pip install 'ccpo-lab[local]'"))
+"""What a run of this backend imports beyond ccpo-lab's base install (the launch checks
+it in the interpreter its jobs run: :func:`ccpo_lab.config.backends.missing_job_modules`)."""
+
+
 def needs(run: RunConfig) -> Needs:
     """One node, no GPU, ``num_threads`` CPUs (the placement contract)."""
     return Needs(nodes=1, gpus_per_node=0, cpus=run.backend.local.num_threads)
