@@ -24,6 +24,7 @@ import typer  # noqa: E402
 import ccpo_lab  # noqa: E402
 from ccpo_lab.cli import arms as arms_cmd  # noqa: E402
 from ccpo_lab.cli import cancel as cancel_cmd  # noqa: E402
+from ccpo_lab.cli import card as card_cmd  # noqa: E402
 from ccpo_lab.cli import doctor as doctor_cmd  # noqa: E402
 from ccpo_lab.cli import evaluate as evaluate_cmd  # noqa: E402
 from ccpo_lab.cli import games as games_cmd  # noqa: E402
@@ -49,6 +50,7 @@ _COMMAND_MODULES = (
     verify_cmd,
     evaluate_cmd,
     report_cmd,
+    card_cmd,
     sync_cmd,
     import_cmd,
     doctor_cmd,
