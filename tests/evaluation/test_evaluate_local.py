@@ -210,7 +210,7 @@ def test_a_killed_job_resumes_at_its_next_repeat_and_ends_identical(
     wait_until(lambda: job.partial_file(target.key, 1).is_file() or proc.poll() is not None,
                120, "two repeats", every=0.01)
     proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
+    proc.wait(timeout=300)
     kept = sorted(p.name for p in (job.partial / target.key).iterdir())
     assert kept and len(kept) < 6, kept  # killed mid-way, its finished repeats kept
     first = job.partial_file(target.key, 0).read_bytes()
@@ -264,7 +264,7 @@ def test_status_and_cancel_cover_evaluation_jobs(sweep: Path,
     assert main(["cancel", str(sweep), "--arm", "grpo", "--grace", "20"]) == 0
     out = capsys.readouterr().out
     assert out.count("cancelled the evaluation job of grpo seed") == 2
-    assert proc.wait(timeout=60) == 130
+    assert proc.wait(timeout=300) == 130
     assert {r.state for r in eval_status(sweep)} == {"cancelled"}
     # a relaunch resumes them
     assert evaluate(sweep, "--checkpoint", "final", "--split", "both", "--repeats", "200",

@@ -73,7 +73,7 @@ def test_a_job_another_launch_started_meanwhile_is_waited_for(
         for p in started:
             if p.poll() is None:
                 p.kill()
-                p.wait(timeout=60)
+                p.wait(timeout=300)
 
 
 def test_another_runs_job_with_the_same_keys_computes_nothing_for_this_run(
@@ -100,4 +100,4 @@ def test_another_runs_job_with_the_same_keys_computes_nothing_for_this_run(
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait(timeout=60)
+            proc.wait(timeout=300)

@@ -65,7 +65,7 @@ def children() -> Iterator[list[subprocess.Popen]]:  # type: ignore[type-arg]
     for p in procs:
         if p.poll() is None:
             p.kill()
-        p.wait(timeout=30)
+        p.wait(timeout=300)
 
 
 # ----------------------------------------------------------------------------- item 1

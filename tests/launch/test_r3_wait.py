@@ -35,4 +35,4 @@ def test_a_second_wait_waits_for_the_runs_another_launch_executes(workdir: Path)
     finally:
         if first.poll() is None:
             first.kill()
-        first.wait(timeout=60)
+        first.wait(timeout=300)

@@ -17,7 +17,7 @@ from ccpo_lab.report import directory as D
 
 def _dead_pid() -> int:
     p = subprocess.Popen([sys.executable, "-c", "pass"])
-    p.wait(timeout=60)
+    p.wait(timeout=300)
     return p.pid
 
 

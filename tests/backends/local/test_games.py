@@ -228,9 +228,9 @@ def test_concurrent_ensure_games_agree(tmp_path: Path) -> None:
              for _ in range(2)]
     for p in procs:
         p.start()
-    roots = [out.get(timeout=60) for _ in procs]
+    roots = [out.get(timeout=600) for _ in procs]
     for p in procs:
-        p.join(timeout=60)
+        p.join(timeout=600)
         assert p.exitcode == 0
     assert roots[0] == roots[1]
     assert [p.name for p in tmp_path.iterdir()] == [Path(roots[0]).name]  # no temp left
