@@ -333,6 +333,11 @@ class EvalJobDir(RunDir):
         return RunDir(self.path.parents[2])
 
     @property
+    def paths_root(self) -> Path:
+        """The sweep directory (``<sweep>/<arm>/<seed dir>/evals/jobs/<id>``)."""
+        return self.run_dir.sweep_root
+
+    @property
     def request_json(self) -> Path:
         """What the job computes (:func:`write_request`)."""
         return self.path / REQUEST

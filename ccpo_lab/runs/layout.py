@@ -142,6 +142,12 @@ class RunDir:
         """The sweep directory its files must stay inside (``<sweep>/<arm>/seed-<k>``)."""
         return self.path.parent.parent
 
+    @property
+    def paths_root(self) -> Path:
+        """The folder the paths in its files are stored relative to: the sweep directory
+        (a moved sweep directory still finds them)."""
+        return self.sweep_root
+
     def read_json(self, path: Path) -> dict[str, Any]:
         """One of its JSON files, read through the gateway: {} when absent; raises
         ``OSError`` (a :class:`~ccpo_lab.runs.files.RunFileError` for a file the gateway
@@ -289,9 +295,9 @@ class RunDir:
     def _job_paths(self, data: dict[str, Any],
                    convert: Callable[[Any, Path, tuple[str, ...]], Any]) -> dict[str, Any]:
         """``data`` with its :data:`JOB_PATHS` (and its history's) converted."""
-        hint = (self.path.parent.name, self.path.name)
-        out = {k: convert(v, self.sweep_root, hint) if k in JOB_PATHS else v
-               for k, v in data.items()}
+        root = self.paths_root
+        hint = self.path.relative_to(root).parts if self.path.is_relative_to(root) else ()
+        out = {k: convert(v, root, hint) if k in JOB_PATHS else v for k, v in data.items()}
         if isinstance(out.get("history"), list):
             out["history"] = [self._job_paths(h, convert) if isinstance(h, dict) else h
                               for h in out["history"]]
@@ -320,8 +326,10 @@ def sweep_path(value: Any, root: Path, hint: tuple[str, ...] = ()) -> Any:
 
     A relative path is joined to ``root``. An absolute one written before paths were
     stored relative (or from where the sweep directory was before it moved) is re-rooted
-    at its last ``<arm>/<seed dir>`` (``hint``) or ``_jobs`` part when it is not under
-    ``root``; anything else is returned as it is (the gateway refuses what is outside).
+    at its last ``_jobs`` part or its last run of the directory's own place under the
+    sweep (``hint``: ``<arm>/<seed dir>``, an evaluation job's longer) when it is not
+    under ``root``; anything else is returned as it is (the gateway refuses what is
+    outside).
     """
     if not isinstance(value, str) or not value:
         return value
@@ -330,10 +338,12 @@ def sweep_path(value: Any, root: Path, hint: tuple[str, ...] = ()) -> Any:
     parts = Path(value).parts
     if Path(value).is_relative_to(root):
         return value
+    k = len(hint)
     for i in range(len(parts) - 1, 0, -1):
-        if parts[i] == "_jobs" or (len(hint) == 2 and parts[i - 1:i + 1] == hint):
-            start = i if parts[i] == "_jobs" else i - 1
-            return str(root.joinpath(*parts[start:]))
+        if parts[i] == "_jobs":
+            return str(root.joinpath(*parts[i:]))
+        if k and i - k + 1 >= 1 and parts[i - k + 1:i + 1] == tuple(hint):
+            return str(root.joinpath(*parts[i - k + 1:]))
     return value
 
 

@@ -146,3 +146,32 @@ def test_a_noted_run_s_marker_has_a_legend() -> None:
     console.print(status_table([row], "t"))
     text = console.export_text()
     assert "completed*" in text and "* a note on the run, below:" in text
+
+
+def test_an_evaluation_jobs_paths_are_relative_to_the_sweep(tmp_path: Path) -> None:
+    """An evaluation job lives deeper (``<run>/evals/jobs/<id>``): its paths are stored
+    relative to the sweep too, and its pool's queue (in ``<sweep>/_jobs``) reads back
+    where it is (re-rooted under ``<run>/evals`` before the fix: its pool looked dead and
+    ``evaluate --wait`` gave up at once)."""
+    import json
+
+    from ccpo_lab.runs.evals import EvalJobDir
+
+    sweep = tmp_path / "s"
+    job = EvalJobDir(sweep / "grpo" / "seed-0" / "evals" / "jobs" / "abc")
+    job.path.mkdir(parents=True)
+    queue = sweep / "_jobs" / "local-pool-1.json"
+    job.record_job(launcher="local", pool_queue=str(queue))
+    job.update_job(pid=1, stdout=str(job.logs / "1" / "1_0_log.out"))
+    job.update_job(started=1.0)
+    raw = json.loads(job.job_json.read_text())
+    assert raw["pool_queue"] == "_jobs/local-pool-1.json"
+    assert raw["stdout"] == "grpo/seed-0/evals/jobs/abc/logs/1/1_0_log.out"
+    assert job.read_job()["pool_queue"] == str(queue)
+    moved = tmp_path / "t"
+    shutil.move(sweep, moved)
+    again = EvalJobDir(moved / "grpo" / "seed-0" / "evals" / "jobs" / "abc").read_job()
+    assert again["pool_queue"] == str(moved / "_jobs" / "local-pool-1.json")
+    old = "/old/s/grpo/seed-0/evals/jobs/abc/logs/1/1_0_log.err"
+    assert sweep_path(old, moved, ("grpo", "seed-0", "evals", "jobs", "abc")) == str(
+        moved / "grpo" / "seed-0" / "evals" / "jobs" / "abc" / "logs" / "1" / "1_0_log.err")
