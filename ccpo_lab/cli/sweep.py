@@ -93,8 +93,10 @@ def _launch(sw: Sweep, results: Path, *, new_run: bool, wait: bool, retry_failed
 
             return launch_adaptive(sw, results, new_run=new_run, wait=wait,
                                    retry_failed=retry_failed)
+        from ccpo_lab.launch.costplan import check_budget
         from ccpo_lab.launch.submit import launch_sweep
 
+        check_budget(sw, results)
         return launch_sweep(sw, results, new_run=new_run, wait=wait,
                             retry_failed=retry_failed)
 
@@ -164,6 +166,11 @@ def print_plan(sw: Sweep, results: Path, *, new_run: bool, retry_failed: bool = 
     console.print(fitted(_plan_table(plan, decisions)))
     if decisions:
         say(summary(list(decisions.values())))
+    from ccpo_lab.launch.costplan import check_budget, estimate_lines, sweep_estimate
+
+    est = sweep_estimate(sw, results)
+    for line in estimate_lines(sw, est, design=sw.design is not None):
+        say(line)
     submitted = [d.planned for d in decisions.values() if d.submit]
     for line in launcher.preview(len(submitted)) if submitted else []:
         say(line)
@@ -180,3 +187,4 @@ def print_plan(sw: Sweep, results: Path, *, new_run: bool, retry_failed: bool = 
         say("(the command of the first run; --commands prints every run's)")
     if conflicts:
         raise UserError(f"{len(conflicts)} run(s) would be refused; first: {conflicts[0].conflict}")
+    check_budget(sw, results, est)

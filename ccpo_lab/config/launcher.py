@@ -25,6 +25,16 @@ class LauncherSettings:
     """The launcher's registry name (fixed by each subclass; a user sets it as
     ``launcher.kind`` or ``launcher=KIND``)."""
 
+    seconds_per_step: float | None = None
+    """Wall seconds one training step of a run takes under this launcher (start-up and
+    evaluations included), the cost estimate's rate when no finished run of the same
+    model and layout is in the results folder (``sweep --dry-run``, :doc:`docs/cost.md`)."""
+    price_per_device_hour: float | None = None
+    """What one device-hour (GPU-hour, CPU-hour) costs under this launcher, in
+    ``currency``: turns the estimate's device-hours into money."""
+    currency: str | None = None
+    """The price's currency (three letters: ``USD``, ``EUR``); required with a price."""
+
     moved: ClassVar[Mapping[str, str]] = {}
     """Keys this kind once had that now live elsewhere -> where (for the error message)."""
 

@@ -76,6 +76,27 @@ class TrackingConfig:
 
 
 @dataclass(frozen=True)
+class BudgetConfig:
+    """What a study may spend (``budget``): device-hours, or money at the launcher's
+    ``price_per_device_hour``; a launch whose estimated cost exceeds it is refused
+    (:mod:`ccpo_lab.launch.budget`)."""
+
+    device_hours: float | None = None
+    """Most device-hours (GPU-hours on verl, CPU-hours on the CPU backend) the study's runs
+    may take, every attempt counted."""
+    money: float | None = None
+    """Most money the study may cost, in ``currency`` (needs ``launcher.price_per_device_hour``
+    in the same currency)."""
+    currency: str | None = None
+    """The currency of ``money`` (three letters: ``USD``, ``EUR``)."""
+
+    @property
+    def set(self) -> bool:
+        """Whether a limit is given."""
+        return self.device_hours is not None or self.money is not None
+
+
+@dataclass(frozen=True)
 class SweepConfig:
     """A sweep file: arms x seeds x backend x launcher."""
 
@@ -100,6 +121,8 @@ class SweepConfig:
     """Report settings."""
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     """MLflow settings."""
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    """What the study may spend (none: no limit)."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ sweep forms and ``~key`` are read by :mod:`ccpo_lab.config.overrides`.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -439,6 +440,40 @@ def _check_sweep(cfg: SweepConfig, where: Any) -> None:
     check_range(an.window_start, low=0, key="analysis.window_start",
                 file=where("analysis.window_start"))
     cfg.tracking.validate(where)
+    _check_cost(cfg, where)
+
+
+_CURRENCY = re.compile(r"[A-Z]{3}")
+"""A currency as ``launcher.currency`` and ``budget.currency`` take it (ISO 4217 letters)."""
+
+
+def _check_cost(cfg: SweepConfig, where: Any) -> None:
+    """The launcher's rate and price and the study's budget: positive numbers, a price or a
+    money budget with its currency, one currency for both."""
+    la, bu = cfg.launcher, cfg.budget
+    for key, value in (("launcher.seconds_per_step", la.seconds_per_step),
+                       ("launcher.price_per_device_hour", la.price_per_device_hour),
+                       ("budget.device_hours", bu.device_hours), ("budget.money", bu.money)):
+        if value is not None:
+            check_range(value, low=0, low_open=True, key=key, file=where(key))
+    for key, cur, amount, given in (
+            ("launcher.currency", la.currency, la.price_per_device_hour,
+             "launcher.price_per_device_hour"),
+            ("budget.currency", bu.currency, bu.money, "budget.money")):
+        if amount is not None and cur is None:
+            raise UserError(f"{given} ({amount}) needs its currency", file=where(given),
+                            key=key, value=None, valid="three capital letters (USD, EUR)")
+        if cur is not None and not _CURRENCY.fullmatch(str(cur)):
+            raise UserError("not a currency code", file=where(key), key=key, value=cur,
+                            valid="three capital letters (USD, EUR)")
+    if bu.money is not None and la.price_per_device_hour is None:
+        raise UserError("a budget in money needs the launcher's price per device-hour",
+                        file=where("budget.money"), key="launcher.price_per_device_hour",
+                        value=None)
+    if bu.money is not None and bu.currency != la.currency:
+        raise UserError(f"the budget's currency differs from the price's ({la.currency})",
+                        file=where("budget.currency"), key="budget.currency",
+                        value=bu.currency, valid=[la.currency])
 
 
 def _check_used_protocol(cfg: SweepConfig, arms: Sequence[ArmConfig], where: Any) -> None:

@@ -201,7 +201,8 @@ def test_a_slurm_key_under_local_is_refused_naming_the_valid_keys(workdir: Path)
         load_sweep(smoke, ["launcher.partition=gpu"])  # smoke.yaml: launcher local
     assert e.value.key == "launcher.partition" and e.value.file == "command line"
     assert "a setting of launcher slurm, not of local" in str(e.value)
-    assert e.value.valid == ["kind", "max_parallel", "gpus_per_run"]
+    assert e.value.valid == ["kind", "seconds_per_step", "price_per_device_hour", "currency",
+                             "max_parallel", "gpus_per_run"]
     text = smoke.read_text().replace("max_parallel: 2", "max_parallel: 2\n  time_min: 5")
     smoke.write_text(text)
     with pytest.raises(UserError) as e:
