@@ -207,7 +207,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("launch",),
     ("backends",),
     ("evaluation",),
-    ("report", "tracking", "adaptive"),
+    ("report", "tracking", "adaptive", "publish"),
     ("cli",),
 )
 """The package stack, bottom first: a package imports only from its own layer or below.

@@ -16,7 +16,9 @@ def register(app: typer.Typer) -> None:
 
 def import_cmd(
     sweep_dir: Path = typer.Argument(..., help="Sweep directory (created if missing)."),
-    path: Path = typer.Argument(..., help="verl file-logger JSONL or console log."),
+    path: Path = typer.Argument(..., help="verl file-logger JSONL or console log, or a "
+                                "finished W&B run: its offline directory "
+                                "(wandb/offline-run-*) or wandb:ENTITY/PROJECT/RUN_ID."),
     arm: str = typer.Option(..., "--arm", help="Arm name to import the run as."),
     seed: int = typer.Option(..., "--seed", help="Seed to import the run as."),
     replace: bool = typer.Option(False, "--replace", help="Replace an earlier import of "
@@ -28,8 +30,10 @@ def import_cmd(
 ) -> None:
     """Bring an existing run's metrics into SWEEP_DIR as (arm, seed).
 
-    Reads verl's file-logger JSONL ({"step": N, "data": {...}} per line) or its console
-    log (lines 'step:N - key:value - ...' among any other output). Bad or partial logs are
+    Reads verl's file-logger JSONL ({"step": N, "data": {...}} per line), its console
+    log (lines 'step:N - key:value - ...' among any other output), or a finished W&B
+    run's history (its verl-named metrics, W&B's step as the step: an offline run
+    directory, or wandb:ENTITY/PROJECT/RUN_ID through the API). Bad or partial logs are
     refused and nothing is written; the same file twice changes nothing.
     """
     from ccpo_lab.runs.importer import import_run
@@ -42,5 +46,6 @@ def import_cmd(
         typer.echo(f"{arm} seed {seed}: already imported from this file ({res.run_dir}); "
                    "nothing changed")
         return
+    what = "W&B run" if res.format == "wandb" else f"{res.format} log"
     typer.echo(f"{arm} seed {seed}: {res.status} {res.rows} steps ({res.first_step}.."
-               f"{res.last_step}, {res.format} log) into {res.run_dir}")
+               f"{res.last_step}, {what}) into {res.run_dir}")

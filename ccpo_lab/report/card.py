@@ -92,6 +92,32 @@ class RunState:
 
 
 @dataclass(frozen=True)
+class PublishedWeights:
+    """The weights an upload-ready folder holds beside the card (``--weights``)."""
+
+    seed: int
+    """The seed they come from."""
+    step: int
+    """The main revision's training step."""
+    final: bool
+    """It is the completed run's final checkpoint (False: interim)."""
+    run_id: str
+    """The run's id."""
+    rule: str
+    """How the run and checkpoint were chosen."""
+    why: str
+    """Why this seed."""
+    weights_format: str
+    """What the files are."""
+    transformers: bool
+    """Loadable with transformers (Hugging Face weights)."""
+    revisions: tuple[tuple[str, int, str], ...]
+    """``(name, step, note)`` of each per-step revision."""
+    skipped: int = 0
+    """Checkpoints of the run that could not be exported (listed in the manifest)."""
+
+
+@dataclass(frozen=True)
 class CardInputs:
     """Everything the card shows: the report's model and what it reads beside it."""
 
@@ -119,6 +145,8 @@ class CardInputs:
     """The sweep directory as given."""
     license: str = DEFAULT_LICENSE
     """The front matter's license."""
+    weights: PublishedWeights | None = None
+    """The weights of the folder beside the card (None: a card alone)."""
 
 
 # --- reading (the only part that touches files) -------------------------------------
@@ -256,6 +284,8 @@ def front_matter(c: CardInputs) -> str:
     if c.backend:
         tags.append(f"backend-{c.backend}")
     meta["tags"] = list(dict.fromkeys(tags))
+    if c.weights is not None and c.weights.transformers:
+        meta["library_name"] = "transformers"
     return f"---\n{dump_yaml(meta)}---\n"
 
 
@@ -472,20 +502,50 @@ def bibtex(c: CardInputs) -> str:
         f"{'; created ' + c.created if c.created else ''}}},", "}"])
 
 
+def section_weights(c: CardInputs) -> list[str]:
+    """6b. The weights published with the card (only with ``--weights``)."""
+    w = c.weights
+    if w is None:
+        return []
+    what = ("the final checkpoint" if w.final else
+            "the newest kept checkpoint (interim: no seed has finished)")
+    load = ("Load it with `transformers` (`AutoModelForCausalLM.from_pretrained`, "
+            "`revision=` a branch below)." if w.transformers else
+            "It is ccpo-lab's small torch policy, **not a transformers model** (not loadable "
+            "with `AutoModel`): `model.safetensors` holds its tensors and "
+            "`policy_config.json` its class and shape; load them with "
+            "`safetensors.torch.load_file` into "
+            "`ccpo_lab.backends.local.policy.ActionScorer`.")
+    lines = ["## Weights", "",
+             f"The `main` revision holds {what} of seed {w.seed}, step {w.step} (run id "
+             f"`{w.run_id[:12]}`), as {w.weights_format}. {load}", "",
+             f"Chosen by rule: {w.rule}", "", f"Here: {w.why}.", "",
+             "Per-step revisions (branches):", "",
+             *(f"- `{name}`: step {step}, {note}" for name, step, note in w.revisions), ""]
+    if w.skipped:
+        lines += [f"{w.skipped} checkpoint(s) of the run could not be exported; "
+                  "`manifest.json` lists them with why.", ""]
+    return lines
+
+
 def section_usage(c: CardInputs) -> list[str]:
     """7. Usage and citation."""
     where = ("the runs' `checkpoints/` folders (the local backend's policy, loaded by "
              "ccpo-lab, not by transformers)" if c.backend == "local"
              else "the runs' `checkpoints/` folders")
+    if c.weights is not None:
+        where = f"this repository (see Weights) and {where}"
+    flag = " --weights" if c.weights is not None else ""
     return ["## Usage and citation", "",
             f"The checkpoints are in {where}. Every number above is one the report prints; "
             "to reproduce them and this card:", "", "```bash",
-            f"ccpo-lab report {c.sweep_dir}", f"ccpo-lab card {c.sweep_dir} --arm {c.arm}",
+            f"ccpo-lab report {c.sweep_dir}",
+            f"ccpo-lab card {c.sweep_dir} --arm {c.arm}{flag}",
             "```", "", "```bibtex", bibtex(c), "```", ""]
 
 
 SECTIONS = (section_arm, section_result, section_arms, section_limits, section_setup,
-            section_status, section_usage)
+            section_status, section_weights, section_usage)
 """The card's sections, in order."""
 
 

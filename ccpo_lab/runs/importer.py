@@ -5,7 +5,10 @@ Accepted logs:
 * verl's file-logger JSONL: one ``{"step": N, "data": {...}}`` per line;
 * verl's console log: lines ``step:N - key:value - key:value`` (``pprint`` values such
   as ``0.5``, ``nan``, ``np.float64(0.5)``), mixed with any other output (Ray's
-  ``(TaskRunner pid=...)`` prefixes and terminal colours are ignored).
+  ``(TaskRunner pid=...)`` prefixes and terminal colours are ignored);
+* a finished W&B run: an offline run directory (``wandb/offline-run-*/``) or
+  ``wandb:ENTITY/PROJECT/RUN_ID`` through the API (:mod:`ccpo_lab.runs.wandb_import`):
+  its history's verl-named metrics, W&B's step as the step.
 
 Rows of the same step are merged (verl logs the first validation separately), so the
 result has one row per step, as ``metrics.jsonl`` requires. The log is parsed completely
@@ -18,13 +21,14 @@ ccpo-lab is never overwritten.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
 import os
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -38,18 +42,21 @@ from ccpo_lab.runs.files import Cut, read_lines
 from ccpo_lab.runs.layout import MAX_SEED, RunDir, SweepDir, candidate_dirs, run_dir_name
 from ccpo_lab.runs.metrics import MAX_STEP, fast_loads, format_row
 from ccpo_lab.runs.provenance import now_iso
+from ccpo_lab.runs.wandb_import import WandbLog, is_wandb_source, read_wandb
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _CONSOLE = re.compile(r"(?:^|[\s)\]])step:(\d+)( - .*)$")
 _WRAPPED = re.compile(r"^(?:np\.)?(?:float|int)(?:16|32|64)?\((.*)\)$|^tensor\((.*)\)$")
 Rows = dict[int, dict[str, float | None]]
+RowsOf = Callable[["_Stream"], Iterator[tuple[int, dict]]]
+"""A log's rows, read into a stream's counts (a verl log file's, a W&B run's)."""
 
 
 @dataclass(frozen=True)
 class ParsedLog:
     """A parsed log: one merged row per step."""
 
-    format: Literal["jsonl", "console"]
+    format: Literal["jsonl", "console", "wandb"]
     """Which format it was."""
     rows: Rows
     """step -> metrics (non-finite values as None)."""
@@ -315,7 +322,7 @@ def _merge_in_memory(out: Path, f: IO[str], pending: list[tuple[int, dict]],
     os.fsync(f.fileno())
 
 
-def _record(sweep: str, arm: str, seed: int, source: Path, fmt: str, sha256: str,
+def _record(sweep: str, arm: str, seed: int, source: str, fmt: str, sha256: str,
             steps: list[int], total_steps: int | None, val_episodes: int | None
             ) -> dict[str, Any]:
     key = {"arm": arm, "seed": seed, "source_sha256": sha256, "total_steps": total_steps,
@@ -323,7 +330,7 @@ def _record(sweep: str, arm: str, seed: int, source: Path, fmt: str, sha256: str
     return {
         "run_id": hashlib.sha256(canonical_json(key).encode()).hexdigest(),
         "sweep": sweep, "arm": arm, "seed": seed, "backend": "imported",
-        "imported": {"source": str(source.resolve()), "sha256": sha256,
+        "imported": {"source": source, "sha256": sha256,
                      "format": fmt, "rows": len(steps), "first_step": steps[0],
                      "last_step": steps[-1], "total_steps": total_steps,
                      "val_episodes": val_episodes, "imported_at": now_iso()},
@@ -347,8 +354,20 @@ def _check_args(arm: str, seed: int, total_steps: int | None, val_episodes: int 
         raise UserError("not a directory (expected a sweep directory)", file=root)
 
 
-def _stage(root: Path, source: Path, fmt: str, seen: _Stream) -> Path:
-    """Parse ``source`` into ``metrics.jsonl`` of a new hidden directory beside where the
+def _file_rows(source: Path, fmt: str, seen: _Stream) -> Iterator[tuple[int, dict]]:
+    """The rows of the log file ``source``, read as they are written."""
+    with source.open("rb") as f:
+        yield from _rows(source, fmt, f, seen)
+
+
+def _wandb_rows(log: WandbLog, seen: _Stream) -> Iterator[tuple[int, dict]]:
+    """The rows of a W&B run (its non-numeric values counted in ``seen``)."""
+    seen.skipped += log.skipped
+    yield from log.rows
+
+
+def _stage(root: Path, rows: RowsOf, source: Path, seen: _Stream) -> Path:
+    """Parse ``rows(seen)`` into ``metrics.jsonl`` of a new hidden directory beside where the
     run will go (in the nearest existing directory above it, so nothing is created in the
     sweep directory for a log that turns out bad); the caller removes it on failure."""
     base = root
@@ -356,8 +375,7 @@ def _stage(root: Path, source: Path, fmt: str, seen: _Stream) -> Path:
         base = base.parent
     stage = temp_dir(base, ".ccpo-import-")
     try:
-        with source.open("rb") as f:
-            _write_merged(_rows(source, fmt, f, seen), RunDir(stage).metrics, seen)
+        _write_merged(rows(seen), RunDir(stage).metrics, seen)
         if not seen.steps:
             raise _no_rows(source)
     except BaseException:
@@ -378,7 +396,8 @@ def import_run(sweep_dir: str | Path, arm: str, seed: int, source: str | Path, *
         sweep_dir: ``<results>/<sweep>``.
         arm: arm name (a path component).
         seed: seed, in ``[0, MAX_SEED]``.
-        source: verl JSONL or console log.
+        source: verl JSONL or console log, or a finished W&B run (an offline run
+            directory or ``wandb:ENTITY/PROJECT/RUN_ID``).
         replace: replace an earlier import of another file at (arm, seed).
         total_steps: the run's final step, for the interim flag (optional).
         val_episodes: held-out episodes per evaluation, for binomial errors (optional).
@@ -389,9 +408,15 @@ def import_run(sweep_dir: str | Path, arm: str, seed: int, source: str | Path, *
     """
     root = Path(sweep_dir)
     _check_args(arm, seed, total_steps, val_episodes, root)
-    src, fmt, sha = _open_log(source)
+    if is_wandb_source(source):
+        log = read_wandb(source)
+        src, fmt, sha, label = Path(log.source), "wandb", log.sha256, log.source
+        rows: RowsOf = functools.partial(_wandb_rows, log)
+    else:
+        src, fmt, sha = _open_log(source)
+        label, rows = str(Path(source).resolve()), functools.partial(_file_rows, src, fmt)
     try:
-        return _import(root, arm, seed, source, src, fmt, sha, replace, total_steps,
+        return _import(root, arm, seed, label, src, fmt, sha, rows, replace, total_steps,
                        val_episodes)
     except UserError:
         raise
@@ -403,12 +428,12 @@ def import_run(sweep_dir: str | Path, arm: str, seed: int, source: str | Path, *
         raise failure from None
 
 
-def _import(root: Path, arm: str, seed: int, source: str | Path, src: Path, fmt: str,
-            sha: str, replace: bool, total_steps: int | None, val_episodes: int | None
-            ) -> ImportResult:
+def _import(root: Path, arm: str, seed: int, source: str, src: Path, fmt: str,
+            sha: str, rows: RowsOf, replace: bool, total_steps: int | None,
+            val_episodes: int | None) -> ImportResult:
     """:func:`import_run` once its arguments and log are checked."""
     seen = _Stream()
-    stage = _stage(root, src, fmt, seen)
+    stage = _stage(root, rows, src, seen)
     try:
         steps = seen.steps
         if total_steps is not None and steps and steps[-1] > total_steps:
@@ -417,7 +442,7 @@ def _import(root: Path, arm: str, seed: int, source: str | Path, src: Path, fmt:
                             f"{steps[-1]} or more, or leave it out; nothing imported",
                             file=src, key="--total-steps", value=total_steps)
         name = SweepDir(root).sweep_name() or root.resolve().name
-        record = _record(name, arm, seed, Path(source), fmt, sha, steps, total_steps,
+        record = _record(name, arm, seed, source, fmt, sha, steps, total_steps,
                          val_episodes)
         warnings = []
         if not seen.has_val:
