@@ -37,6 +37,11 @@ def evaluate(
     launcher: str | None = typer.Option(None, "--launcher", help="inline | local | slurm "
                                         "with its default settings (default: the sweep's "
                                         "launcher, as sweep.json records it)."),
+    reference: list[str] = typer.Option([], "--reference", help="Also evaluate a policy no "
+                                        "run trained, on the same draw (repeatable): base "
+                                        "(the protocol's base model), a Hugging Face folder, "
+                                        "or a Hub id ORG/NAME[@REVISION] (HF_HUB_OFFLINE=1: "
+                                        "from the local cache only)."),
 ) -> None:
     """Re-score the runs' checkpoints on one common draw of games, in and out of
     distribution; `ccpo-lab report` then shows the tables and where the uncertainty
@@ -45,16 +50,21 @@ def evaluate(
     Every arm and seed plays the same games in the same order, with the same sampling
     seed per (seed, game, repeat). One job per run goes through the sweep's launcher;
     a finished evaluation is never redone (its file evals/<key>.jsonl is kept), an
-    interrupted job resumes at its next unfinished repeat.
+    interrupted job resumes at its next unfinished repeat. A --reference plays each seed's
+    draw too (same games, sampling seeds, splits, temperature); the report compares the
+    arms with it game by game.
     """
     from ccpo_lab.evaluation.launch import launch_evaluations
+    from ccpo_lab.evaluation.reference import resolve
     from ccpo_lab.evaluation.spec import parse_request
 
     if not sweep_dir.is_dir():
         raise UserError("not a directory", file=sweep_dir,
                         valid="a sweep's results directory, e.g. results/<sweep name>")
     request = parse_request(checkpoint, split, episodes, repeats, temperature, arm, seed)
+    refs = list({r.identity: r for r in map(resolve, reference)}.values())
     code = launch_evaluations(sweep_dir, request, wait=wait, dry_run=dry_run,
-                              retry_failed=retry_failed, launcher_kind=launcher)
+                              retry_failed=retry_failed, launcher_kind=launcher,
+                              references=refs)
     if code:
         raise typer.Exit(code)

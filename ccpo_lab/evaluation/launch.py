@@ -31,6 +31,7 @@ from ccpo_lab.evaluation.plan import (
     plan_evaluations,
     request_document,
 )
+from ccpo_lab.evaluation.reference import write_reference_dir
 from ccpo_lab.evaluation.spec import EvalRequest
 from ccpo_lab.evaluation.track import print_eval_status
 from ccpo_lab.launch.base import Launcher, Submission, parallel
@@ -40,6 +41,7 @@ from ccpo_lab.runs.evals import EvalJobDir, eval_path
 from ccpo_lab.runs.execute import Stopped
 from ccpo_lab.runs.layout import SweepDir
 from ccpo_lab.runs.owner import RunBusy, acquire
+from ccpo_lab.runs.references import Reference
 
 
 def eval_launcher(sweep_dir: Path, plans: Sequence[RunEvals], kind: str | None = None
@@ -104,7 +106,8 @@ def plan_lines(plans: Sequence[JobPlan], launcher: Launcher, dry_run: bool) -> l
             out.append(f"  {d.target.key} [{what}]: {text}")
         if p.job is not None and p.job_action == "skip":
             out.append(f"  job {p.job.job_id}: {p.job_reason}")
-        if dry_run and p.submit and not shown and p.job is not None:
+        if dry_run and p.submit and not shown and p.job is not None \
+                and p.evals.reference is None:
             backend = eval_backend(p.evals.run.backend.kind)
             for t in p.to_run[:1]:
                 out.append("  " + str(backend.describe(p.evals.run, p.evals.rd, t, p.job)))
@@ -117,22 +120,22 @@ def plan_lines(plans: Sequence[JobPlan], launcher: Launcher, dry_run: bool) -> l
 
 def launch_evaluations(sweep_dir: str | Path, request: EvalRequest, *, wait: bool = False,
                        dry_run: bool = False, retry_failed: bool = False,
-                       launcher_kind: str | None = None, console: Any = None) -> int:
-    """Plan, write and submit the evaluation jobs; return the exit code (with ``wait``, or
-    for jobs executed here: 0 when every evaluation asked for is done)."""
+                       launcher_kind: str | None = None, console: Any = None,
+                       references: Sequence[Reference] = ()) -> int:
+    """Plan, write and submit the evaluation jobs (the runs', then the ``references``'); the
+    exit code (with ``wait``, or jobs executed here: 0 when every evaluation is done)."""
     console = console or make_console()
     root = Path(sweep_dir)
-    runs, notes = plan_evaluations(root, request)
+    runs, notes, refs = plan_evaluations(root, request, references)
     launcher = eval_launcher(root, runs, launcher_kind)
     plans = decide(root, runs, retry_failed=retry_failed)
     say = lambda text: console.print(text, highlight=False, markup=False,  # noqa: E731
                                      soft_wrap=True)
-    for n in notes:
-        say(f"note: {n}")
-    for line in plan_lines(plans, launcher, dry_run):
+    for line in [f"note: {n}" for n in notes] + plan_lines(plans, launcher, dry_run):
         say(line)
     if dry_run:
         return 0
+    list(map(write_reference_dir, refs))
     if any(p.submit for p in plans):
         launcher.prepare()
     jobs = _write_jobs(plans, console)

@@ -21,11 +21,13 @@ from typing import Any
 from ccpo_lab.backends.eval_contract import Checkpoints, eval_backend
 from ccpo_lab.config.schema import RunConfig
 from ccpo_lab.errors import UserError
+from ccpo_lab.evaluation.reference import ReferenceRun, check_reference_dir, reference_runs
 from ccpo_lab.evaluation.spec import EvalRequest, EvalSetting, EvalTarget, canonical, target_json
 from ccpo_lab.launch.status import collect_status
 from ccpo_lab.runs.evals import EvalJobDir, eval_path, job_dir, job_dirs, read_eval_file
 from ccpo_lab.runs.layout import RunDir, load_run_config
 from ccpo_lab.runs.provenance import now_iso
+from ccpo_lab.runs.references import Reference
 from ccpo_lab.runs.sweep_runs import load_sweep_runs
 
 
@@ -41,11 +43,14 @@ class RunEvals:
     """Evaluations, in request order (checkpoint by checkpoint, split by split)."""
     labels: dict[int, tuple[str, ...]] = field(default_factory=dict)
     """Step -> what it is for this run (``final``, ``best``, ``step 30``)."""
+    reference: str | None = None
+    """The reference's label when ``rd`` holds a reference policy, not a run."""
 
     @property
     def name(self) -> str:
-        """``grpo seed 0``."""
-        return f"{self.run.arm} seed {self.run.seed}"
+        """``grpo seed 0``; ``reference base seed 0``."""
+        who = self.run.arm if self.reference is None else f"reference {self.reference}"
+        return f"{who} seed {self.run.seed}"
 
 
 @dataclass(frozen=True)
@@ -162,6 +167,26 @@ def run_targets(run: RunConfig, rd: RunDir, request: EvalRequest) -> RunEvals:
     who = f"{run.arm} seed {run.seed}"
     cps: Checkpoints = backend.checkpoints(run, rd)
     steps = _steps(request.checkpoint, cps, who, rd)
+    settings = _settings(run, rd, request, backend, who)
+    draws = {s: backend.draw(run, rd, s) for s in settings}
+    targets = tuple(EvalTarget(step, s, draws[s]) for step in steps for s in settings)
+    return RunEvals(run, rd, targets, labels_of(cps))
+
+
+def reference_targets(r: ReferenceRun, request: EvalRequest) -> RunEvals:
+    """The evaluations of a reference on one seed: the settings ``request`` asks of the
+    seed's runs, on their draws (the policy's "step" is 0: it has one)."""
+    backend = eval_backend(r.run.backend.kind)
+    who = f"reference {r.reference.label} seed {r.run.seed}"
+    settings = _settings(r.run, r.source, request, backend, who)
+    draws = {s: backend.draw(r.run, r.source, s) for s in settings}
+    targets = tuple(EvalTarget(0, s, draws[s]) for s in settings)
+    return RunEvals(r.run, r.rd, targets, {0: ("reference",)}, r.reference.label)
+
+
+def _settings(run: RunConfig, rd: RunDir, request: EvalRequest, backend: Any, who: str
+              ) -> list[EvalSetting]:
+    """The settings (split, games, repeats, temperature) ``request`` asks of a run."""
     temp = request.temperature if request.temperature is not None \
         else float(run.protocol.val_temperature)
     settings = []
@@ -173,20 +198,24 @@ def run_targets(run: RunConfig, rd: RunDir, request: EvalRequest) -> RunEvals:
                             + (f" ({rng.what})" if rng.what else ""), file=rd.path,
                             key="--episodes", value=n, valid=f"{rng.low}..{rng.high}")
         settings.append(EvalSetting(split, n, request.repeats, temp))
-    draws = {s: backend.draw(run, rd, s) for s in settings}
-    targets = tuple(EvalTarget(step, s, draws[s]) for step in steps for s in settings)
-    return RunEvals(run, rd, targets, labels_of(cps))
+    return settings
 
 
-def plan_evaluations(sweep_dir: str | Path, request: EvalRequest
-                     ) -> tuple[list[RunEvals], list[str]]:
-    """Every selected run's evaluations (nothing written) and notes on directories left
-    out; :class:`UserError` naming the run and the value for anything that cannot be
+def plan_evaluations(sweep_dir: str | Path, request: EvalRequest,
+                     references: Sequence[Reference] = ()
+                     ) -> tuple[list[RunEvals], list[str], list[ReferenceRun]]:
+    """Every selected run's evaluations, then each reference's on the selected runs' seeds
+    (nothing written), notes on directories left out, and the reference directories to
+    write; :class:`UserError` naming the run and the value for anything that cannot be
     evaluated."""
     runs, notes = _runs(Path(sweep_dir), request.arm, request.seed)
     if not runs:
         raise UserError("no runs to evaluate", file=sweep_dir)
-    return [run_targets(run, rd, request) for run, rd in runs], notes
+    plans = [run_targets(run, rd, request) for run, rd in runs]
+    refs = reference_runs(Path(sweep_dir), references, runs)
+    for r in refs:
+        check_reference_dir(r)
+    return plans + [reference_targets(r, request) for r in refs], notes, refs
 
 
 def job_id(targets: Sequence[EvalTarget]) -> str:
@@ -257,5 +286,6 @@ def _job_action(job: EvalJobDir, retry_failed: bool) -> tuple[str, str]:
 def request_document(p: JobPlan) -> dict[str, Any]:
     """``request.json`` of a job: the run, and per target its key, step, setting, draw."""
     return {"run_id": p.evals.run.run_id, "arm": p.evals.run.arm, "seed": p.evals.run.seed,
+            **({"reference": p.evals.reference} if p.evals.reference is not None else {}),
             "created": now_iso(), "keys": [t.key for t in p.to_run],
             "targets": [target_json(t) for t in p.to_run]}

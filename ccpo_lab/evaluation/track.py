@@ -19,13 +19,16 @@ from ccpo_lab.launch.display import print_status
 from ccpo_lab.launch.status import RunStatus, collect_status
 from ccpo_lab.runs.evals import EvalJobDir, job_dirs
 from ccpo_lab.runs.layout import SweepDir
+from ccpo_lab.runs.references import reference_dirs
 
 TITLE = "evaluation jobs"
 
 
 def sweep_jobs(sweep_dir: str | Path) -> list[EvalJobDir]:
-    """Every evaluation job of the sweep's run directories."""
-    return [j for rd in SweepDir(Path(sweep_dir)).run_dirs() for j in job_dirs(rd)]
+    """Every evaluation job of the sweep's run directories and reference policies
+    (:mod:`ccpo_lab.runs.references`)."""
+    dirs = [*SweepDir(Path(sweep_dir)).run_dirs(), *reference_dirs(sweep_dir)]
+    return [j for rd in dirs for j in job_dirs(rd)]
 
 
 def eval_status(sweep_dir: str | Path, jobs: Sequence[EvalJobDir] | None = None, *,

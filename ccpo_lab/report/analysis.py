@@ -359,7 +359,7 @@ def build_report(sweep_dir: str | Path, options: Mapping[str, Any] | None = None
                                              settings)
     notes += design_notes
 
-    evaluation, eval_notes = evaluation_section(runs, arms, settings)
+    evaluation, eval_notes = evaluation_section(runs, arms, settings, root)
     notes += eval_notes
     model = ReportModel(
         sweep=str(manifest.get("name") or root.name),

@@ -154,6 +154,56 @@ class SelectionRow:
 
 
 @dataclass(frozen=True)
+class EvalReferenceRow:
+    """A reference policy (``ccpo-lab evaluate --reference``) in one checkpoint evaluation:
+    its episodes on the seeds' sampling streams of the same draw."""
+
+    reference: str
+    """Its label (``base``, a folder's name, ``ORG/NAME@REVISION``)."""
+    kind: str
+    """``base`` or ``hf``."""
+    source: str
+    """Where its weights are (``base``: the protocol's; else the folder)."""
+    n_seeds: int
+    """Seed streams it played."""
+    mean: float | None
+    """Success over its episodes."""
+    ci: Pair = field(metadata=INTERVAL)
+    """t interval, streams x games crossed (:func:`ccpo_lab.stats.crossed.compare_crossed`
+    against 0)."""
+    per_seed: dict[int, float] = field(metadata=NESTED)
+    """Seed stream -> its success."""
+
+
+@dataclass(frozen=True)
+class EvalReferenceComparison:
+    """An arm against a reference policy in one checkpoint evaluation, paired by game."""
+
+    arm: str
+    """X."""
+    reference: str
+    """The reference's label."""
+    n_seeds: int
+    """Seeds of the arm with the reference on their stream."""
+    n_games: int
+    """Games of the draw."""
+    diff: float | None
+    """X - reference, over seeds x games."""
+    ci: Pair = field(metadata=INTERVAL)
+    """t interval (seeds and games both random)."""
+    p: float | None
+    """Two-sided p."""
+    p_holm: float | None
+    """Holm over the table's reference comparisons."""
+    verdict: str
+    """``better``, ``worse`` or ``unresolved``."""
+    reason: str
+    """Why."""
+    method: str
+    """How the variance was estimated (:class:`~ccpo_lab.stats.crossed.CrossedComparison`)."""
+
+
+@dataclass(frozen=True)
 class EvalGroup:
     """One checkpoint evaluation: a checkpoint, a split and a setting, over the runs."""
 
@@ -177,6 +227,11 @@ class EvalGroup:
     """Per arm and comparison."""
     left_out: tuple[str, ...] = field(metadata=NESTED)
     """Runs left out of the group and why."""
+    references: tuple[EvalReferenceRow, ...] = field(default=(), metadata=NESTED)
+    """Reference policies that played the group's draw."""
+    reference_comparisons: tuple[EvalReferenceComparison, ...] = field(default=(),
+                                                                       metadata=NESTED)
+    """Every arm against every reference, paired by game."""
 
     @property
     def name(self) -> str:
@@ -273,6 +328,89 @@ def _collect(runs: Mapping[tuple[str, int], Any], metric: str
     return found, notes
 
 
+@dataclass
+class _RefFile:
+    """One usable evaluation file of a reference policy on one seed's stream."""
+
+    ref: Any
+    seed: int
+    ev: Any
+
+
+def _collect_references(sweep_dir: Path | None) -> tuple[list[_RefFile], list[Note]]:
+    """The evaluation files of the sweep's reference policies
+    (:mod:`ccpo_lab.runs.references`) and notes on those not used."""
+    from ccpo_lab.runs.evals import EvalFileError, eval_files, read_eval_file
+    from ccpo_lab.runs.references import read_reference, reference_dirs
+
+    found: list[_RefFile] = []
+    notes: list[Note] = []
+    for rd in reference_dirs(sweep_dir) if sweep_dir is not None else []:
+        try:
+            ref = read_reference(rd)
+        except (OSError, ValueError) as e:
+            notes.append(Note(f"reference {rd.path.parent.name}: not used ({e})", kind="run",
+                              file=str(rd.path)))
+            continue
+        for f in eval_files(rd):
+            try:
+                found.append(_RefFile(ref, int(rd.seed or 0), read_eval_file(f)))
+            except (EvalFileError, OSError) as e:
+                notes.append(Note(f"reference {rd.path.parent.name} seed {rd.seed}: "
+                                  f"evaluation not used: {e}", kind="run", file=str(f)))
+    return found, notes
+
+
+def _game_means(ev: Any) -> np.ndarray:
+    """(N,) success per game, averaged over the repeats."""
+    return np.asarray(ev.success, dtype=np.float64).mean(axis=0)
+
+
+def _reference_rows(refs: Sequence[_RefFile], by_arm: dict[str, dict[int, _Found]],
+                    arms: Sequence[str], games: tuple[str, ...], s: Any
+                    ) -> tuple[list[EvalReferenceRow], list[EvalReferenceComparison]]:
+    """The references that played ``games`` (newest file per (reference, seed)), and
+    every arm against each, paired by game and seed stream (Holm over all of them)."""
+    from ccpo_lab.stats import holm, verdict
+    from ccpo_lab.stats.crossed import compare_crossed
+
+    by_ref: dict[str, dict[int, _RefFile]] = {}
+    kinds: dict[str, Any] = {}
+    for r in refs:
+        if r.ev.games != games:
+            continue
+        prev = by_ref.setdefault(r.ref.label, {}).get(r.seed)
+        if prev is None or r.ev.path.name > prev.ev.path.name:
+            by_ref[r.ref.label][r.seed] = r
+        kinds[r.ref.label] = r.ref
+    rows, raw = [], []
+    for label, per in by_ref.items():
+        seeds = sorted(per)
+        y = np.stack([_game_means(per[k].ev) for k in seeds])
+        c = compare_crossed(y, np.zeros_like(y), s.confidence)
+        rows.append(EvalReferenceRow(
+            reference=label, kind=kinds[label].kind,
+            source=kinds[label].path or "the protocol's base model", n_seeds=len(seeds),
+            mean=num(c.diff), ci=interval(c.ci_low, c.ci_high),
+            per_seed={k: float(y[i].mean()) for i, k in enumerate(seeds)}))
+        for arm in [a for a in arms if a in by_arm]:
+            common = sorted(set(by_arm[arm]) & set(per))
+            if not common:
+                continue
+            x = np.stack([_game_means(by_arm[arm][k].ev) for k in common])
+            raw.append((arm, label, compare_crossed(
+                x, np.stack([_game_means(per[k].ev) for k in common]), s.confidence)))
+    adjusted = holm(np.array([c.p_value for *_, c in raw])) if raw else np.empty(0)
+    comps = []
+    for (arm, label, c), ph in zip(raw, adjusted, strict=True):
+        v = verdict(c.diff, float(ph), c.n_seeds, c.n_seeds, None, s.alpha)
+        comps.append(EvalReferenceComparison(
+            arm=arm, reference=label, n_seeds=c.n_seeds, n_games=c.n_games,
+            diff=num(c.diff), ci=interval(c.ci_low, c.ci_high), p=num(c.p_value),
+            p_holm=num(ph), verdict=v.label, reason=v.reason, method=c.method))
+    return rows, comps
+
+
 def _decomposition_row(evaluation: str, arm: str, ref: str | None, d: Any) -> VarianceRow:
     p = d.projection
     return VarianceRow(
@@ -356,8 +494,9 @@ def _comparisons(by_arm: dict[str, dict[int, _Found]], arms: Sequence[str], refe
 
 
 def _group(split: str, label: str, members: list[_Found], arms: Sequence[str],
-           reference: str, s: Any) -> EvalGroup:
-    """One group's rows (``members``: its runs' files, one per (arm, seed))."""
+           reference: str, s: Any, refs: Sequence[_RefFile] = ()) -> EvalGroup:
+    """One group's rows (``members``: its runs' files, one per (arm, seed); ``refs``: the
+    reference policies' files of the same setting)."""
     from ccpo_lab.stats.variance import decompose_crossed
 
     top, kept, left = _draw_members(members, reference)
@@ -374,10 +513,13 @@ def _group(split: str, label: str, members: list[_Found], arms: Sequence[str],
         variance.append(_decomposition_row(name, arm, None,
                                            decompose_crossed(y, s.confidence)))
     comps, paired = _comparisons(by_arm, arms, reference, name, s)
+    ref_rows, ref_comps = _reference_rows([r for r in refs if r.ev.draw_id == top], by_arm,
+                                          arms, kept[0].ev.games, s)
     return EvalGroup(split=split, checkpoint=label, games=int(h["episodes"]),
                      repeats=int(h["repeats"]), temperature=float(h["temperature"]),
                      draw_id=top, arms=tuple(arm_rows), comparisons=tuple(comps),
-                     variance=tuple(variance + paired), left_out=tuple(left))
+                     variance=tuple(variance + paired), left_out=tuple(left),
+                     references=tuple(ref_rows), reference_comparisons=tuple(ref_comps))
 
 
 def _selection(groups: Sequence[EvalGroup], confidence: float) -> tuple[SelectionRow, ...]:
@@ -451,15 +593,19 @@ def _window_rows(runs: Mapping[tuple[str, int], Any], arms: Sequence[str], refer
 
 
 def evaluation_section(runs: Mapping[tuple[str, int], Any], arms: Sequence[str],
-                       s: Any) -> tuple[EvaluationSection | None, list[Note]]:
+                       s: Any, sweep_dir: Path | None = None
+                       ) -> tuple[EvaluationSection | None, list[Note]]:
     """The section (None when no run has an evaluation) and notes on files not used.
 
     Args:
         runs: the report's runs, ``(arm, seed) -> RunData`` (the newest directory each).
         arms: arms in report order.
         s: the report's settings (reference, confidence, alpha, metric, window).
+        sweep_dir: the sweep directory, for its reference policies' evaluations.
     """
     found, notes = _collect(runs, s.metric)
+    refs, ref_notes = _collect_references(sweep_dir)
+    notes += ref_notes
     if not found:
         return None, notes
     buckets: dict[tuple[str, str, int, int, float], dict[tuple[str, int], _Found]] = {}
@@ -480,7 +626,8 @@ def evaluation_section(runs: Mapping[tuple[str, int], Any], arms: Sequence[str],
     for key in sorted(buckets, key=order):
         split, label = key[0], key[1]
         members = list(buckets[key].values())
-        g = _group(split, label, members, arms, s.reference, s)
+        g = _group(split, label, members, arms, s.reference, s,
+                   [r for r in refs if tuple(r.ev.setting) == (split, *key[2:])])
         groups.append(g)
         notes += [Note(x, kind="run") for x in g.left_out]
     selection = _selection(groups, s.confidence)

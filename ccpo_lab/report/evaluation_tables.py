@@ -59,6 +59,41 @@ def group_table(model: ReportModel, g: EvalGroup, index: int) -> Table:
     return Table(f"eval_{index}", title, columns, tuple(rows), tuple(notes))
 
 
+def reference_table(model: ReportModel, g: EvalGroup, index: int) -> Table | None:
+    """Policy | seeds | mean or Δ | CI | p | p (Holm) | verdict: the reference policies of
+    a checkpoint evaluation and every arm against each, paired by game."""
+    if not g.references:
+        return None
+    lv = level(model)
+    rows = []
+    for r in g.references:
+        rows.append((f"{r.reference} (reference)", str(r.n_seeds), fmt(r.mean, True),
+                     fmt_ci(r.ci, True), DASH, DASH, DASH))
+        for c in (c for c in g.reference_comparisons if c.reference == r.reference):
+            rows.append((f"{c.arm} − {c.reference}", str(c.n_seeds),
+                         fmt(c.diff, True, signed=True), fmt_ci(c.ci, True), fmt_p(c.p),
+                         fmt_p(c.p_holm), c.verdict))
+    columns = (Column("policy", "l", wrap=True), Column("seeds"), Column("mean / Δ"),
+               Column(f"{lv} CI (t)"), Column("p"), Column("p (Holm)"),
+               Column("verdict", "l"))
+    m = len(g.reference_comparisons)
+    methods = sorted({c.method for c in g.reference_comparisons})
+    notes = [f"reference policies (ccpo-lab evaluate --reference) on the same draw as "
+             f"checkpoint evaluation {index}: the same {g.games} games x {g.repeats} "
+             "repeat(s), played on each seed's sampling stream (the same random numbers as "
+             "that seed's checkpoint, game by game); seeds: the streams played",
+             "Δ = arm − reference over seeds x games, paired by game and stream; its "
+             "interval counts both the arm's seed spread and the games (two-way random "
+             "model: (MS_seeds + MS_games − MS_interaction) / (seeds x games), "
+             f"Satterthwaite's degrees of freedom); p (Holm) over the {m} comparison"
+             f"{'s' if m != 1 else ''} of this table; better or worse only when p (Holm) < "
+             f"{model.alpha:g} with ≥ 2 seeds" + (f"; variance: {', '.join(methods)}"
+                                                  if methods else "")]
+    title = (f"checkpoint evaluation {index} against reference policies: the "
+             f"{g.checkpoint} checkpoint, {SPLIT_NAMES.get(g.split, g.split)}, success (%)")
+    return Table(f"eval_{index}_references", title, columns, tuple(rows), tuple(notes))
+
+
 def selection_table(model: ReportModel, ev: EvaluationSection) -> Table | None:
     """Arm | seeds | training-time score | re-score | bias [CI]: the best checkpoint."""
     if not ev.selection:
@@ -126,7 +161,12 @@ def variance_table(model: ReportModel, ev: EvaluationSection) -> Table | None:
 
 def evaluation_tables(model: ReportModel, ev: EvaluationSection) -> list[Table]:
     """Every table of the section, in order."""
-    out = [group_table(model, g, i + 1) for i, g in enumerate(ev.groups)]
+    out = []
+    for i, g in enumerate(ev.groups):
+        out.append(group_table(model, g, i + 1))
+        refs = reference_table(model, g, i + 1)
+        if refs is not None:
+            out.append(refs)
     out += [t for t in (selection_table(model, ev), variance_table(model, ev))
             if t is not None]
     return out

@@ -35,6 +35,7 @@ from ccpo_lab.backends.local.checkpoint import (
 )
 from ccpo_lab.backends.local.runner import game_spec, load_games
 from ccpo_lab.errors import UserError
+from ccpo_lab.runs.references import Reference, is_reference_dir, read_reference
 
 if TYPE_CHECKING:
     from ccpo_lab.config.schema import RunConfig
@@ -173,28 +174,67 @@ def episode_generators(seed: int, split: str, games: list[int], repeat: int) -> 
             for g in games]
 
 
+def _reference_at(run: RunConfig, rd: RunDir, games: Any, ref: Reference
+                  ) -> tuple[Any, Any, Any, str]:
+    """(policy, engine pool, prompt settings, what it is) of a reference policy: ``base``,
+    the policy the seed's runs start from (a fresh trainer's, warm start included);
+    ``hf``, the causal LM of its folder (:mod:`.hf_policy`)."""
+    from ccpo_lab.backends.local.prompts import PromptSettings
+    from ccpo_lab.backends.local.rollout import EnginePool
+    from ccpo_lab.backends.local.trainer import Trainer
+
+    key = (str(rd.path.resolve()), -1)
+    if key not in _POLICIES:
+        if ref.kind == "base":
+            trainer = Trainer(run, games)
+            trainer.initialise()
+            trainer.policy.eval()
+            value: Any = (trainer.policy, trainer.eval_pool, trainer.prompts,
+                          f"base: seed {run.seed}'s policy before its first update")
+        else:
+            from ccpo_lab.backends.local.hf_policy import load_scorer
+
+            p, cfg = run.protocol, run.backend.local
+            prompts = PromptSettings(p.history_length, p.max_prompt_length, cfg.vocab_size)
+            value = (load_scorer(str(ref.path), prompts), EnginePool(p.max_steps), prompts,
+                     f"{ref.label} ({ref.path})")
+        _POLICIES.clear()
+        _POLICIES[key] = value
+    return _POLICIES[key]
+
+
+def _policy_for(run: RunConfig, rd: RunDir, games: Any, step: int) -> tuple[Any, Any, Any, str]:
+    """(policy, engine pool, prompt settings, its weights) of a checkpoint or reference."""
+    ref = read_reference(rd)
+    if ref is not None:
+        return _reference_at(run, rd, games, ref)
+    trainer, path = _trainer_at(run, rd, games, step)
+    trainer.policy.eval()
+    return trainer.policy, trainer.eval_pool, trainer.prompts, str(path.relative_to(rd.path))
+
+
 def evaluate(run: RunConfig, rd: RunDir, target: EvalTarget, repeat: int, job: EvalJobDir,
              placement: Placement | None = None) -> RepeatResult:
-    """Play repeat ``repeat`` of ``target`` on the checkpoint of its step."""
+    """Play repeat ``repeat`` of ``target`` on the checkpoint of its step (or on the
+    reference policy ``rd`` holds)."""
     import torch
 
-    from ccpo_lab.backends.local.rollout import play
+    from ccpo_lab.backends.local.rollout import Timer, play
 
     started = time.perf_counter()
     s = target.setting
     torch.set_num_threads(run.backend.local.num_threads)
     games, pool = split_games(run, rd, s.split, s.episodes)
-    trainer, path = _trainer_at(run, rd, games, target.step)
+    policy, engines, prompts, weights = _policy_for(run, rd, games, target.step)
     rngs = episode_generators(run.seed, s.split, [g.index for g in pool], repeat)
-    trainer.policy.eval()
-    eps = play(trainer.policy, trainer.eval_pool, pool, [f"eval-{i}" for i in range(len(pool))],
-               [repeat] * len(pool), s.temperature, rngs, trainer.prompts, trainer.timer,
+    eps = play(policy, engines, pool, [f"eval-{i}" for i in range(len(pool))],
+               [repeat] * len(pool), s.temperature, rngs, prompts, Timer(),
                slots=[0] * len(pool))
     records = tuple({"task_type": e.game.task_type, "success": bool(e.won),
                      "reward": float(sum(t.reward for t in e.turns)), "turns": len(e.turns),
                      "invalid": int(sum(not t.valid for t in e.turns))} for e in eps)
     return RepeatResult(games=tuple(e.task_id for e in eps), episodes=records,
-                        info={"checkpoint": str(path.relative_to(rd.path)),
+                        info={"checkpoint": weights,
                               "wall_s": round(time.perf_counter() - started, 2)})
 
 
@@ -202,6 +242,8 @@ def describe(run: RunConfig, rd: RunDir, target: EvalTarget, job: EvalJobDir) ->
     """The command of the job, with what it plays."""
     s = target.setting
     split = "held-out games" if s.split == "in" else "out-of-distribution games"
+    what = f"checkpoint of step {target.step}" if not is_reference_dir(rd) else \
+        f"reference policy {rd.path.parent.name}"
     return (shlex.join(["python", "-m", "ccpo_lab.runs.execute", str(job.path)])
-            + f"  # local CPU backend: checkpoint of step {target.step}, the first "
+            + f"  # local CPU backend: {what}, the first "
               f"{s.episodes} {split} x {s.repeats} repeat(s) at temperature {s.temperature:g}")

@@ -43,7 +43,10 @@ from ccpo_lab.backends.local.prompts import (
     SEG_HISTORY,
     SEG_OBS,
     SEG_TASK,
+    PromptSettings,
+    Turn,
     TurnInput,
+    turn_input,
 )
 from ccpo_lab.backends.local.settings import POLICY_ENCODERS
 
@@ -348,6 +351,16 @@ class ActionScorer(nn.Module):
                           dim=-1)
         logits = self.score_out(torch.tanh(self.score_hidden(feats))).squeeze(-1)
         return logits.masked_fill(~batch.action_mask, float("-inf")), h
+
+    def encode_turn(self, task: str, observation: str, candidates: Sequence[str],
+                    history: Sequence[Turn], prompts: PromptSettings) -> TurnInput:
+        """What the policy reads in one turn (:func:`~.prompts.turn_input`); with
+        :meth:`score`, what a rollout asks of any action scorer."""
+        return turn_input(task, observation, candidates, history, prompts)
+
+    def score(self, inputs: Sequence[TurnInput]) -> torch.Tensor:
+        """Logits (B, A) of a lockstep batch of turns, -inf at padding."""
+        return self(collate(inputs, dedup=False))[0]
 
 
 def token_overlap(action_ids: torch.Tensor, prompt_ids: torch.Tensor, segments: torch.Tensor

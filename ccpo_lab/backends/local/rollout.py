@@ -13,16 +13,14 @@ import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
 
 from ccpo_lab.backends.local.env import AlfworldEnv
 from ccpo_lab.backends.local.policy import (
-    ActionScorer,
     chosen_logprobs,
-    collate,
     sample_actions,
 )
 from ccpo_lab.backends.local.prompts import (
@@ -31,11 +29,27 @@ from ccpo_lab.backends.local.prompts import (
     Turn,
     TurnInput,
     choices,
-    turn_input,
 )
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from ccpo_lab.backends.local.games import GameRecord
+
+
+class Scorer(Protocol):
+    """What an episode asks of a policy: the trained :class:`~.policy.ActionScorer`, or a
+    reference (:class:`~.hf_policy.CausalLMScorer`)."""
+
+    def frozen(self) -> AbstractContextManager[None]:
+        """A span of passes without parameter changes."""
+
+    def encode_turn(self, task: str, observation: str, candidates: Sequence[str],
+                    history: Sequence[Turn], prompts: PromptSettings) -> Any:
+        """What it reads in one turn (hashable; ``hash()`` gives the evidence's hash)."""
+
+    def score(self, inputs: Sequence[Any]) -> torch.Tensor:
+        """Logits (B, A) over each turn's candidates, -inf at padding."""
 
 
 @dataclass
@@ -152,7 +166,7 @@ class Timer:
         self.policy += seconds
 
 
-def play(policy: ActionScorer, pool: EnginePool, games: Sequence[GameRecord],
+def play(policy: Scorer, pool: EnginePool, games: Sequence[GameRecord],
          task_uids: Sequence[str], rollouts: Sequence[int], temperature: float,
          rng: np.random.Generator | Sequence[np.random.Generator], prompts: PromptSettings,
          timer: Timer, slots: Sequence[int] | None = None,
@@ -189,7 +203,7 @@ def play(policy: ActionScorer, pool: EnginePool, games: Sequence[GameRecord],
             inputs, cands = [], []
             for i in live:
                 c = choices(adm[i]) or adm[i]
-                inputs.append(turn_input(games[i].goal, obs[i], c, histories[i], prompts))
+                inputs.append(policy.encode_turn(games[i].goal, obs[i], c, histories[i], prompts))
                 cands.append(c)
             picks, logp = _pick(policy, inputs, temperature, _draws(rng, live, len(games)),
                                 logits_cache)
@@ -224,7 +238,7 @@ def _draws(rng: np.random.Generator | Sequence[np.random.Generator], live: list[
     return [rng[i] for i in live]
 
 
-def _pick(policy: ActionScorer, inputs: list[TurnInput], temperature: float,
+def _pick(policy: Scorer, inputs: list[TurnInput], temperature: float,
           rng: np.random.Generator | Sequence[np.random.Generator],
           logits_cache: dict[tuple[TurnInput, ...], torch.Tensor] | None
           ) -> tuple[np.ndarray, torch.Tensor]:
@@ -240,7 +254,7 @@ def _pick(policy: ActionScorer, inputs: list[TurnInput], temperature: float,
         key = tuple(inputs)
         logits = None if logits_cache is None else logits_cache.get(key)
         if logits is None:
-            logits, _ = policy(collate(inputs, dedup=False))
+            logits = policy.score(inputs)
             if logits_cache is not None:
                 logits_cache[key] = logits
         picks = sample_actions(logits, temperature, rng)

@@ -67,6 +67,7 @@ from ccpo_lab.backends.verl.runner import LOG_NAME, _start_cluster, latest_check
 from ccpo_lab.backends.verl.runner import worker as run_worker
 from ccpo_lab.errors import UserError
 from ccpo_lab.placement import this_host
+from ccpo_lab.runs.references import read_reference
 
 if TYPE_CHECKING:
     from ccpo_lab.config.schema import RunConfig
@@ -191,7 +192,11 @@ def work_dir(job: EvalJobDir, target: EvalTarget, repeat: int) -> Path:
 
 def weights(run: RunConfig, rd: RunDir, step: int) -> tuple[str, Path | None, str | None]:
     """How step ``step`` is loaded: ``("resume", actor folder, None)``, ``("model", None,
-    model path)`` or ``("base", None, None)``."""
+    model path)`` or ``("base", None, None)``; a reference policy's directory
+    (:mod:`ccpo_lab.runs.references`): ``base`` or its folder, whatever ``step``."""
+    ref = read_reference(rd)
+    if ref is not None:
+        return ("base", None, None) if ref.kind == "base" else ("model", None, str(ref.path))
     full = _full_checkpoints(rd)
     if step in full:
         return "resume", full[step], None
