@@ -2,10 +2,12 @@
 
 The plan (:func:`push_plan`, pure) follows the manifest: the folder's root without
 ``revisions/`` is uploaded to ``main``; then each revision ``step_N`` becomes a branch
-created from ``main`` (``HfApi.create_branch``), and a revision with its own folder is
-uploaded onto its branch (``upload_folder(revision=step_N)``: ``main``'s weight files are
-deleted in the same commit, :data:`WEIGHT_PATTERNS`; the card and manifest stay). The
-token is checked before anything is written or uploaded (:func:`require_token`).
+created from ``main`` (``HfApi.create_branch``; kept when it exists), and its files are
+uploaded onto it: the root's for the main checkpoint's own step; for another, its folder
+(``main``'s weight files deleted in the same commit, :data:`WEIGHT_PATTERNS`) and then the
+card and manifest, so a branch left by an earlier push is brought up to date too (an
+upload that changes nothing makes no commit). The token is checked before anything is
+written or uploaded (:func:`require_token`).
 ``huggingface_hub`` is imported here only, on use.
 
 Tested: the token check, the repository id check and the plan. Not tested (no network
@@ -20,7 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from ccpo_lab.errors import UserError
-from ccpo_lab.publish.folder import REVISIONS
+from ccpo_lab.publish.folder import MANIFEST, REVISIONS
+
+CARD = "README.md"
+"""The card's file name."""
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.safetensors.index.json", "*.bin.index.json")
 """``main``'s weight files a revision's upload removes from its branch (a revision whose
@@ -32,7 +37,8 @@ class Step:
     """One operation of a push."""
 
     op: str
-    """``create_repo``, ``upload_folder`` or ``create_branch``."""
+    """``create_repo``, ``create_branch``, ``upload_folder`` (a folder's files) or
+    ``upload_card`` (the root's card and manifest alone)."""
     revision: str
     """The branch it acts on (``main`` for the repository and its root)."""
     folder: str | None = None
@@ -44,8 +50,11 @@ def push_plan(manifest: dict[str, Any]) -> tuple[Step, ...]:
     steps = [Step("create_repo", "main"), Step("upload_folder", "main", ".")]
     for r in manifest["revisions"]:
         steps.append(Step("create_branch", r["name"]))
-        if r["folder"] != ".":
-            steps.append(Step("upload_folder", r["name"], r["folder"]))
+        if r["folder"] == ".":
+            steps.append(Step("upload_folder", r["name"], "."))
+        else:
+            steps += [Step("upload_folder", r["name"], r["folder"]),
+                      Step("upload_card", r["name"], ".")]
     return tuple(steps)
 
 
@@ -104,8 +113,12 @@ def _run(api: Any, step: Step, folder: Path, repo: str) -> None:
         api.create_repo(repo, repo_type="model", exist_ok=True)
     elif step.op == "create_branch":
         api.create_branch(repo, branch=step.revision, revision="main", exist_ok=True)
+    elif step.op == "upload_card":
+        api.upload_folder(repo_id=repo, folder_path=str(folder), revision=step.revision,
+                          allow_patterns=[CARD, MANIFEST],
+                          commit_message="ccpo-lab card: card and manifest")
     elif step.folder == ".":
-        api.upload_folder(repo_id=repo, folder_path=str(folder), revision="main",
+        api.upload_folder(repo_id=repo, folder_path=str(folder), revision=step.revision,
                           ignore_patterns=[f"{REVISIONS}/**"],
                           commit_message="ccpo-lab card: card, manifest, main weights")
     else:

@@ -243,7 +243,8 @@ def test_the_push_plan_uploads_main_then_one_branch_per_revision() -> None:
     assert [(s.op, s.revision, s.folder) for s in push_plan(doc)] == [
         ("create_repo", "main", None), ("upload_folder", "main", "."),
         ("create_branch", "step_20", None), ("upload_folder", "step_20", "revisions/step_20"),
-        ("create_branch", "step_30", None)]
+        ("upload_card", "step_20", "."), ("create_branch", "step_30", None),
+        ("upload_folder", "step_30", ".")]
 
 
 def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
