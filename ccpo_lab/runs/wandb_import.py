@@ -121,12 +121,14 @@ def _sha256(path: Path) -> str:
 
 def _offline_items(run_file: Path) -> tuple[dict[str, Any], list[tuple[int, dict]]]:
     """(summary, [(step, history item)]) of an offline run, by W&B's reader."""
+    import subprocess
+
     from ccpo_lab.runs.wandb_run import inspect
 
     try:
         summary = inspect(run_file.parent, summary=True)
         records = inspect(run_file.parent)
-    except (RuntimeError, OSError, ValueError) as e:
+    except (RuntimeError, OSError, ValueError, subprocess.SubprocessError) as e:
         raise UserError(f"W&B's reader could not read this run: {str(e)[:300]}",
                         file=run_file) from None
     items = []

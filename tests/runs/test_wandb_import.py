@@ -136,3 +136,14 @@ def test_an_unfinished_run_exits_2(tmp_path: Path,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not finished" in err[0]
     assert not (tmp_path / "results").exists()
+
+
+def test_a_damaged_wandb_file_exits_2(tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "wandb" / "offline-run-20260101_000000-abc"
+    run.mkdir(parents=True)
+    (run / "run-abc.wandb").write_bytes(np.random.default_rng(0).bytes(500))
+    assert _import(tmp_path / "results" / "s", run) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "W&B's reader could not read this run" in err[0]
+    assert "run-abc.wandb" in err[0] and not (tmp_path / "results").exists()
