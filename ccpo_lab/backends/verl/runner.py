@@ -35,7 +35,7 @@ from typing import Any
 from ccpo_lab.backends.verl.agent.cpu import REPORT
 from ccpo_lab.backends.verl.agent.weights import HF_DIR, merge_commands, read_best
 from ccpo_lab.backends.verl.checkout import REFERENCE_COMMIT, inspect_checkout
-from ccpo_lab.backends.verl.command import TrainerCommand, build_command, data_files
+from ccpo_lab.backends.verl.command import SETUP_HOOK, TrainerCommand, build_command, data_files
 from ccpo_lab.backends.verl.datafiles import write_placeholder_data
 from ccpo_lab.backends.verl.layout import check_run_layout, check_sweep_layout
 from ccpo_lab.backends.verl.ray_cluster import (
@@ -50,6 +50,9 @@ from ccpo_lab.placement import Needs, Placement, this_host
 from ccpo_lab.runs.layout import RunDir
 
 LOG_NAME = "trainer.log"
+RAY_WORKER_SETUP_HOOK = SETUP_HOOK
+"""The hook a launcher that runs the job inside a Ray cluster (``ray-jobs``) puts in the
+job's ``runtime_env`` (the trainer's own ``ray_init.runtime_env`` carries it too)."""
 
 
 def needs(run: RunConfig) -> Needs:

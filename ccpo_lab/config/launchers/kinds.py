@@ -20,6 +20,7 @@ from typing import Any
 from ccpo_lab.config.launcher import LauncherSettings, Where
 from ccpo_lab.config.launchers.inline import InlineSettings
 from ccpo_lab.config.launchers.local import LocalSettings
+from ccpo_lab.config.launchers.rayjobs import RayJobsSettings
 from ccpo_lab.config.launchers.slurm import SlurmSettings
 from ccpo_lab.config.validate import build, field_names
 from ccpo_lab.errors import UserError
@@ -31,6 +32,7 @@ BUILTIN: dict[str, tuple[type[LauncherSettings], str]] = {
     "inline": (InlineSettings, "ccpo_lab.launch.inline:InlineLauncher"),
     "local": (LocalSettings, "ccpo_lab.launch.local:LocalLauncher"),
     "slurm": (SlurmSettings, "ccpo_lab.launch.slurm:SlurmLauncher"),
+    "ray-jobs": (RayJobsSettings, "ccpo_lab.launch.rayjobs:RayJobsLauncher"),
 }
 """The built-in kinds, in the order the help lists them: settings class, launcher."""
 
