@@ -110,8 +110,9 @@ def choose(report: Report, arm: str, backend: str | None) -> Choice:
         if found:
             _, seed, main, sources = found[0]
             pct = is_rate(report.model.metric)
-            why = (f"seed {seed}'s window mean {fmt(row.per_seed[seed].mean, pct)} is the "
-                   f"closest to the arm's {fmt(row.mean, pct)} among {len(found)} seed(s) with "
+            u = "%" if pct else ""
+            why = (f"seed {seed}'s window mean {fmt(row.per_seed[seed].mean, pct)}{u} is the "
+                   f"closest to the arm's {fmt(row.mean, pct)}{u} among {len(found)} seed(s) with "
                    f"{'a final' if final else 'a kept'} checkpoint")
             return Choice(arm, seed, Path(report.runs[(arm, seed)].path), backend, main,
                           final, sources.sources, sources.skipped, why)

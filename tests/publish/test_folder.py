@@ -73,6 +73,8 @@ def test_the_folder_holds_the_representative_seed_s_final_weights(study: Path,
     assert (doc["arm"], doc["seed"], doc["main"]["step"], doc["main"]["final"]) == \
         ("grpo", 1, 30, True)
     assert doc["run_id"] == rds[1].read_run()["run_id"] and doc["rule"] == RULE
+    assert doc["why"] == ("seed 1's window mean 62.5% is the closest to the arm's 62.5% "
+                          "among 3 seed(s) with a final checkpoint")
     assert [(r["name"], r["role"], r["folder"]) for r in doc["revisions"]] == [
         ("step_20", "best", "revisions/step_20"), ("step_25", "kept", "revisions/step_25"),
         ("step_30", "final", ".")]
