@@ -14,7 +14,14 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ccpo_lab.report.evaluation import EvalArmRow, EvalComparisonRow, SelectionRow, VarianceRow
+from ccpo_lab.report.evaluation import (
+    EvalArmRow,
+    EvalComparisonRow,
+    EvalReferenceComparison,
+    EvalReferenceRow,
+    SelectionRow,
+    VarianceRow,
+)
 from ccpo_lab.report.model import (
     AdaptiveCostRow,
     AdaptiveLookRow,
@@ -118,7 +125,8 @@ def evaluation_csv(model: ReportModel) -> dict[str, str]:
     """The checkpoint evaluations' tables ({} without any): ``eval_arms`` and
     ``eval_comparisons`` (the group's ``split, checkpoint, games, repeats, temperature,
     draw_id``, then the row's fields), ``eval_variance`` (:class:`VarianceRow`, the window's
-    rows included) and ``eval_selection`` (:class:`SelectionRow`)."""
+    rows included), ``eval_selection`` (:class:`SelectionRow`) and, with reference
+    policies, ``eval_references`` and ``eval_reference_comparisons``."""
     ev = model.evaluation
     if ev is None:
         return {}
@@ -137,7 +145,14 @@ def evaluation_csv(model: ReportModel) -> dict[str, str]:
                               [csv_row(r) for g in ev.groups for r in g.variance]
                               + [csv_row(r) for r in ev.window]),
         "eval_selection": _csv(csv_header(SelectionRow), [csv_row(r) for r in ev.selection]),
-    }
+    } | ({} if not any(g.references for g in ev.groups) else {
+        "eval_references": _csv([*key, *csv_header(EvalReferenceRow)],
+                                [[*group_key(g), *csv_row(r)] for g in ev.groups
+                                 for r in g.references]),
+        "eval_reference_comparisons": _csv(
+            [*key, *csv_header(EvalReferenceComparison)],
+            [[*group_key(g), *csv_row(c)] for g in ev.groups for c in g.reference_comparisons]),
+    })
 
 
 def to_csv(model: ReportModel) -> str:

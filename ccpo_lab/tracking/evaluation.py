@@ -11,6 +11,9 @@ decomposition ``.../<arm>/var``, ``var_seed``, ``var_episode``, ``halfwidth``,
 ``halfwidth_more_seed``, ``halfwidth_more_episodes`` (and the same under
 ``.../<arm>_vs_<reference>/`` and ``eval/training_window/``), and the best checkpoint's
 ``eval/selection/<arm>/bias`` (``ci_low``, ``ci_high``, ``training``, ``rescore``).
+Reference policies (``evaluate --reference``): ``.../ref_<label>/mean`` (``ci_low``,
+``ci_high``, ``n_seeds``) and ``.../<arm>_vs_ref_<label>/diff`` (``ci_low``, ``ci_high``,
+``p``, ``p_holm``).
 """
 
 from __future__ import annotations
@@ -49,6 +52,20 @@ def _variance(base: str, r: VarianceRow) -> dict[str, float | None]:
             f"{base}/halfwidth_more_episodes": r.halfwidth_more_episodes}
 
 
+def _references(base: str, g: EvalGroup) -> dict[str, float | int | None]:
+    """A group's reference policies and every arm against each."""
+    raw: dict[str, float | int | None] = {}
+    for r in g.references:
+        k = f"{base}/ref_{r.reference}"
+        raw.update({f"{k}/mean": r.mean, f"{k}/ci_low": r.ci[0], f"{k}/ci_high": r.ci[1],
+                    f"{k}/n_seeds": r.n_seeds})
+    for c in g.reference_comparisons:
+        k = f"{base}/{c.arm}_vs_ref_{c.reference}"
+        raw.update({f"{k}/diff": c.diff, f"{k}/ci_low": c.ci[0], f"{k}/ci_high": c.ci[1],
+                    f"{k}/p": c.p, f"{k}/p_holm": c.p_holm})
+    return raw
+
+
 def parent_metrics(report: ReportModel) -> dict[str, float]:
     """The evaluation tables' numbers, as metric keys of the sweep's parent run."""
     ev = report.evaluation
@@ -68,6 +85,7 @@ def parent_metrics(report: ReportModel) -> dict[str, float]:
         for r in g.variance:
             who = r.arm if r.reference is None else f"{r.arm}_vs_{r.reference}"
             raw.update(_variance(f"{base}/{who}", r))
+        raw.update(_references(base, g))
     for r in ev.window:
         who = r.arm if r.reference is None else f"{r.arm}_vs_{r.reference}"
         raw.update(_variance(f"eval/training_window/{who}", r))

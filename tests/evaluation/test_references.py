@@ -15,10 +15,12 @@ from ccpo_lab.cli.main import main
 from ccpo_lab.config.sweep import load_sweep
 from ccpo_lab.launch.submit import launch_sweep
 from ccpo_lab.report.analysis import build_report
+from ccpo_lab.report.export import csv_tables
 from ccpo_lab.runs.evals import eval_files, read_eval_file
 from ccpo_lab.runs.layout import RunDir, load_run_config
 from ccpo_lab.runs.references import reference_dirs
 from ccpo_lab.stats.crossed import compare_crossed
+from ccpo_lab.tracking.evaluation import parent_metrics
 from tests.conftest import snapshot
 from tests.evaluation.tiny_hf import save_tiny_model, to_hub_cache
 
@@ -145,6 +147,16 @@ def test_the_report_compares_each_arm_with_each_reference_by_game(sweep: Path) -
         want = compare_crossed(np.stack(x), np.stack(y))
         assert c.diff == pytest.approx(want.diff) and c.n_seeds == 2 and c.n_games == 8
         assert c.p == pytest.approx(want.p_value)
+    # every format carries them: CSV, MLflow's keys on the parent run, Markdown
+    model = build_report(sweep).model
+    tables = csv_tables(model)
+    assert model.evaluation is not None
+    n = sum(len(g.reference_comparisons) for g in model.evaluation.groups)
+    assert n >= 4 and tables["eval_reference_comparisons"].count("\n") == 1 + n
+    keys = parent_metrics(model)
+    c = comps[("grpo", "base")]
+    assert keys["eval/in/final/grpo_vs_ref_base/diff"] == pytest.approx(c.diff)
+    assert keys["eval/in/final/ref_base/n_seeds"] == 2
     assert main(["report", str(sweep)]) == 0
 
 
