@@ -21,6 +21,7 @@ from ccpo_lab.config.launcher import LauncherSettings, Where
 from ccpo_lab.config.launchers.inline import InlineSettings
 from ccpo_lab.config.launchers.local import LocalSettings
 from ccpo_lab.config.launchers.rayjobs import RayJobsSettings
+from ccpo_lab.config.launchers.skypilot import SkyPilotSettings
 from ccpo_lab.config.launchers.slurm import SlurmSettings
 from ccpo_lab.config.validate import build, field_names
 from ccpo_lab.errors import UserError
@@ -33,6 +34,7 @@ BUILTIN: dict[str, tuple[type[LauncherSettings], str]] = {
     "local": (LocalSettings, "ccpo_lab.launch.local:LocalLauncher"),
     "slurm": (SlurmSettings, "ccpo_lab.launch.slurm:SlurmLauncher"),
     "ray-jobs": (RayJobsSettings, "ccpo_lab.launch.rayjobs:RayJobsLauncher"),
+    "skypilot": (SkyPilotSettings, "ccpo_lab.launch.skypilot:SkyPilotLauncher"),
 }
 """The built-in kinds, in the order the help lists them: settings class, launcher."""
 
