@@ -12,8 +12,11 @@ Pure decision logic, no I/O (the sweep, the launcher, the report and MLflow use 
   directory, its lock, and a run's score (used by :mod:`ccpo_lab.adaptive.launch`, which
   takes the looks and launches their seeds, and by the report and MLflow).
 
+* :mod:`.levels` -- the family's nominal levels (joint max-|t| or Holm) for a design.
+* :mod:`.pool` -- the joint family's pooled-variance t-tests on a live look's scores.
+
 The statistics (alpha spending, boundaries, Holm across looks) live in
-:mod:`ccpo_lab.stats.sequential`.
+:mod:`ccpo_lab.stats.sequential`, the joint max-|t| boundary in :mod:`ccpo_lab.stats.joint`.
 """
 
 from ccpo_lab.adaptive.decide import advance, decide_look, pending_seeds

@@ -3,12 +3,17 @@
 Pure: no I/O, no clock, no randomness; the same state and scores give the same
 :class:`~ccpo_lab.adaptive.state.Look`. The rule (:mod:`ccpo_lab.stats.sequential`):
 
-1. Every comparison still open is tested on the completed seeds with the report's test
-   (:func:`ccpo_lab.stats.compare_arms`: paired on common seeds, Welch otherwise).
-2. Holm across comparisons with group-sequential boundaries (Maurer & Bretz 2013): with
-   ``r`` comparisons not yet rejected, each is tested at level ``alpha / r`` against its
-   Lan-DeMets boundary for this look, converted to the t scale (nominal level); a
-   rejection raises the others' level. Rejected: ``better`` / ``worse``.
+1. Every comparison still open is tested on the completed seeds with the design's
+   declared test (:func:`ccpo_lab.stats.compare_arms`: ``paired`` on common seeds,
+   ``unpaired``: the two-sample t, Welch's t with ``n_x + n_y - 2`` df in the joint family).
+2. The family (:mod:`ccpo_lab.adaptive.levels`): comparisons sharing one baseline
+   (``family: joint``, the default) are tested with the joint max-|t| boundary of the
+   ``r`` comparisons not yet rejected (:mod:`ccpo_lab.stats.joint`), stepped down as
+   comparisons are rejected. Holm (``family: holm``, other baselines, or seeds off the
+   planned schedule, e.g. after failed runs): each at ``alpha / r`` against its Lan-DeMets
+   boundary (Maurer & Bretz 2013); a rejection raises the others' level (Holm controls
+   the error on its own; a study that switches at a look is not covered by the joint
+   calibration, which assumes the plan). Rejected: ``better`` / ``worse``.
 3. Futility (non-binding), at looks before the last: the observed difference, taken as the
    truth, would reach less than the futility power at ``max_seeds`` seeds per arm:
    ``futile`` (seeds stop; the report says "unresolved, would need about N seeds").
@@ -25,9 +30,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
+from ccpo_lab.adaptive.levels import is_joint, levels_table
+from ccpo_lab.adaptive.pool import ArmData, pooled_comparison, pooled_spread
 from ccpo_lab.adaptive.state import SEEDS_NEEDED_MAX, Action, AdaptiveState, Decision, Look
 from ccpo_lab.config.design import AdaptiveDesign
 from ccpo_lab.stats.compare import Comparison, compare_arms
+from ccpo_lab.stats.joint import joint_df
 from ccpo_lab.stats.sequential import (
     alpha_spent,
     calibrated_levels,
@@ -165,14 +173,23 @@ def decide_look(state: AdaptiveState, scores: Scores) -> Look:
     last = state.last_decisions()
     rejected = np.array([c in last and last[c].action in ("better", "worse") for c in comps])
     opened = _open_comparisons(state, scores, assigned)
-    nom_now, nom_final, p, testable = _nominal_levels(opened, design)
+    joint = False
+    if is_joint(design):
+        data = {a: _arm_values(a, assigned[a], scores) for a in design.arms}
+        pool = pooled_spread(data, design.comparisons, design.test == "paired")
+        pooled = _open_comparisons(state, scores, assigned, (data, *pool))
+        joint = _on_plan(pooled, design)
+        if joint:
+            opened = pooled
+    nom_now, nom_final, p, testable = (_joint_levels(opened, design) if joint
+                                       else _nominal_levels(opened, design))
     now, family = step_down(p, testable, rejected[None, :], nom_now)
     decisions: list[Decision] = []
     continuing: list[tuple[str, str]] = []
     for o in opened:
         open_now = int(len(comps) - rejected.sum() - now.sum())
         r = int(family[0, o.index]) if o.testable else open_now
-        d = _decide_one(o, comps[o.index], design, r, bool(now[0, o.index]),
+        d = _decide_one(o, comps[o.index], design, r, joint, bool(now[0, o.index]),
                         nom_now[0, o.index, r - 1], nom_final[0, o.index, r - 1])
         if d.action == "continue":
             continuing.append(d.key)
@@ -184,8 +201,11 @@ def decide_look(state: AdaptiveState, scores: Scores) -> Look:
 
 
 def _open_comparisons(state: AdaptiveState, scores: Scores,
-                      assigned: Mapping[str, tuple[int, ...]]) -> list[_Open]:
-    """This look's test of every comparison not closed by an earlier look."""
+                      assigned: Mapping[str, tuple[int, ...]],
+                      pool: tuple[ArmData, float, float] | None = None) -> list[_Open]:
+    """This look's test of every comparison not closed by an earlier look; ``pool``
+    (the arms' data, the family's pooled variance and its df): the joint family's
+    pooled t (:mod:`ccpo_lab.adaptive.pool`) instead of the comparison's own."""
     design = state.design
     last = state.last_decisions()
     tested: dict[tuple[str, str], list[Decision]] = {c: [] for c in design.comparisons}
@@ -201,9 +221,14 @@ def _open_comparisons(state: AdaptiveState, scores: Scores,
         x, sx = _arm_values(arm, assigned[arm], scores)
         y, sy = _arm_values(base, assigned[base], scores)
         past = tested[key]
-        welch = bool(past) and past[0].test == "welch"  # keep the first look's test
+        # the declared test; paired falls back to Welch when the arms share < 2 seeds at
+        # the first look, and a comparison keeps its first look's test
+        welch = design.test == "unpaired" or (bool(past) and past[0].test == "welch")
         c = compare_arms(x, y) if welch else compare_arms(x, y, sx, sy)
-        se, va, vb = _spread(c, x, sx, y, sy)
+        if pool is None:
+            se, va, vb = _spread(c, x, sx, y, sy)
+        else:
+            c, se, va, vb = pooled_comparison(c, pool[0], key, pool[1], pool[2])
         sizes = tuple(_size(d.test, d.n_x, d.n_y, d.n_pairs) for d in past)
         final = (len(assigned[arm]) >= design.max_seeds
                  or len(assigned[base]) >= design.max_seeds)
@@ -252,11 +277,52 @@ def _nominal_levels(opened: list[_Open], design: AdaptiveDesign
     return nom_now, nom_final, p, testable
 
 
+def _on_plan(opened: list[_Open], design: AdaptiveDesign) -> bool:
+    """Whether the joint boundary applies at this look: a joint family whose every
+    testable comparison has run the planned schedule (equal seeds in both arms, each
+    look on plan) with the declared test."""
+    if not is_joint(design):
+        return False
+    plan = design.planned_seeds()
+    want = "paired" if design.test == "paired" else "welch"
+    for o in opened:
+        if o.cmp.test != want:
+            return False
+        if not o.testable:
+            continue
+        k = len(o.sizes)
+        if (k > len(plan) or o.final != (k == len(plan))
+                or o.sizes != tuple((n, n) for n in plan[:k])):
+            return False
+    return True
+
+
+def _joint_levels(opened: list[_Open], design: AdaptiveDesign
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """As :func:`_nominal_levels`, from the joint table of the planned schedule."""
+    m = len(design.comparisons)
+    table = levels_table(design, design.planned_seeds(), design.test == "paired")
+    nom_now = np.zeros((1, m, m))
+    nom_final = np.zeros((1, m, m))
+    p = np.full((1, m), np.nan)
+    testable = np.zeros((1, m), dtype=bool)
+    for o in opened:
+        if o.testable:
+            nom_now[0, o.index] = table[len(o.sizes) - 1]
+            nom_final[0, o.index] = table[-1]
+            p[0, o.index] = o.cmp.p_value
+            testable[0, o.index] = True
+    return nom_now, nom_final, p, testable
+
+
 def _decide_one(o: _Open, key: tuple[str, str], design: AdaptiveDesign, r: int,
-                rejected_now: bool, nom_now: float, nom_final: float) -> Decision:
+                joint: bool, rejected_now: bool, nom_now: float, nom_final: float
+                ) -> Decision:
     """The decision of one open comparison in a family of ``r`` open hypotheses."""
     c = o.cmp
-    level = design.alpha / r
+    level = design.alpha if joint else design.alpha / r
+    power_df = (joint_df(design.max_seeds, "paired" if c.test == "paired" else "unpaired",
+                         len(design.comparisons)) if joint else None)
     spent = nominal = bound = final_level = None
     needed: int | None = None
     if o.testable:
@@ -271,7 +337,9 @@ def _decide_one(o: _Open, key: tuple[str, str], design: AdaptiveDesign, r: int,
     action: Action
     if o.testable and rejected_now:
         action = "better" if c.diff > 0 else "worse"
-        reason = f"{stat}: rejected at level alpha/{r} = {level:.3g} ({spent:.3g} spent)"
+        reason = (f"{stat}: rejected by the joint boundary of {r} open comparison(s) at "
+                  f"family level {level:.3g} ({spent:.3g} spent)" if joint else
+                  f"{stat}: rejected at level alpha/{r} = {level:.3g} ({spent:.3g} spent)")
     elif o.final:
         action = "unresolved"
         reason = (f"{stat} at the last look ({design.max_seeds} seeds per arm)"
@@ -279,12 +347,12 @@ def _decide_one(o: _Open, key: tuple[str, str], design: AdaptiveDesign, r: int,
         reason += _needed_text(needed, design.max_seeds, c)
     elif o.testable and final_level is not None and design.futility and bool(futile(
             c.diff, o.se, c.df, o.var_a, o.var_b, design.max_seeds, final_level,
-            design.power, design.futility_confidence)):
+            design.power, design.futility_confidence, power_df)):
         action = "futile"
         q = float(special.stdtrit(c.df, design.futility_confidence))
         optimistic = abs(c.diff) + q * o.se
         pw = float(t_test_power(optimistic, o.var_a, o.var_b, design.max_seeds,
-                                final_level))
+                                final_level, power_df))
         reason = (f"{stat}; even a difference of {optimistic:.3g} (the one-sided "
                   f"{design.futility_confidence:g} bound) has power {pw:.2f} < "
                   f"{design.power:g} at {design.max_seeds} seeds"

@@ -30,9 +30,11 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import special
 
+from ccpo_lab.adaptive.levels import is_joint, levels_table
 from ccpo_lab.config.design import AdaptiveDesign, every_arm_versus
 from ccpo_lab.stats.compare import _ZERO_SPREAD_ULPS, holm  # the report's zero-spread rule
-from ccpo_lab.stats.sequential import futile, nominal_table, step_down
+from ccpo_lab.stats.joint import joint_df, pooled
+from ccpo_lab.stats.sequential import futile, step_down
 
 __all__ = [
     "VARIANTS",
@@ -88,6 +90,60 @@ def arm_indices(design: AdaptiveDesign, arms: Sequence[str]) -> NDArray[np.int64
     return np.array([[pos[x], pos[y]] for x, y in design.comparisons], dtype=np.int64)
 
 
+def _pooled_tests(
+    scores: NDArray[np.float64], idx: NDArray[np.int64], n: int, paired: bool,
+    counts: NDArray[np.int64],
+) -> tuple[NDArray[np.float64], ...]:
+    """As :func:`_tests` with the joint family's pooled variance
+    (:mod:`ccpo_lab.stats.joint`): the mean differences on the first ``n`` seeds, the
+    variance pooled over every comparison (paired) or arm (unpaired) of the design, each
+    on the ``counts`` (S, A) seeds it has (an arm whose comparison closed keeps its
+    seeds). ``df`` is the pool's; ``var_a, var_b`` the pooled variance of the test
+    (paired: of a difference, and 0; unpaired: of a score, twice)."""
+    s_count = scores.shape[0]
+    rows = np.arange(s_count)[:, None]
+    x = scores[:, idx[:, 0], :n]
+    y = scores[:, idx[:, 1], :n]
+    scale = np.maximum(np.abs(x).max(axis=2), np.abs(y).max(axis=2))
+    if paired:
+        d = scores[:, idx[:, 0], :] - scores[:, idx[:, 1], :]  # (S, m, N)
+        c = counts[:, idx[:, 0]]  # (S, m): pairs of each comparison
+        ss = _ss_at(d, c, rows)
+        v, df = pooled(ss, np.maximum(c - 1.0, 0.0))
+        v = v[:, None]
+        diff = (x - y).mean(axis=2)
+        se = np.sqrt(v / n) * np.ones_like(diff)
+        va, vb, spread = v * np.ones_like(diff), np.zeros_like(diff), np.sqrt(v)
+    else:
+        used = np.unique(idx)
+        c = counts[:, used]
+        ss = _ss_at(scores[:, used, :], c, rows)
+        v, df = pooled(ss, np.maximum(c - 1.0, 0.0))
+        v = v[:, None]
+        diff = x.mean(axis=2) - y.mean(axis=2)
+        se = np.sqrt(2.0 * v / n) * np.ones_like(diff)
+        va = vb = v * np.ones_like(diff)
+        spread = np.sqrt(2.0 * v)
+    df = df[:, None] * np.ones_like(diff)
+    some = spread > _ZERO_SPREAD_ULPS * np.finfo(np.float64).eps * scale
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = diff / se
+        p = np.where(some, 2.0 * special.stdtr(df, -np.abs(t)), np.nan)
+    return p, diff, se, df, va, vb
+
+
+def _ss_at(z: NDArray[np.float64], c: NDArray[np.int64], rows: NDArray[np.int64]
+           ) -> NDArray[np.float64]:
+    """float (S, G): sum of squared deviations of ``z[s, g, :c[s, g]]`` from its mean."""
+    s1 = np.cumsum(z, axis=2)
+    s2 = np.cumsum(z * z, axis=2)
+    cols = np.arange(z.shape[1])[None, :]
+    at = np.maximum(c - 1, 0)
+    a, b = s1[rows, cols, at], s2[rows, cols, at]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(c >= 2, np.maximum(b - a * a / np.maximum(c, 1), 0.0), 0.0)
+
+
 def _tests(
     scores: NDArray[np.float64], idx: NDArray[np.int64], n: int, paired: bool
 ) -> tuple[NDArray[np.float64], ...]:
@@ -111,7 +167,8 @@ def _tests(
         vb = y.var(axis=2, ddof=1)
         a, b = va / n, vb / n
         se = np.sqrt(a + b)
-        df = (a + b) ** 2 / (a * a / (n - 1) + b * b / (n - 1))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            df = (a + b) ** 2 / (a * a / (n - 1) + b * b / (n - 1))
         spread = np.sqrt(va + vb)
     some = spread > _ZERO_SPREAD_ULPS * np.finfo(np.float64).eps * scale
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -141,7 +198,7 @@ def run_design(
     design: AdaptiveDesign,
     scores: NDArray[np.float64],
     arms: Sequence[str],
-    paired: bool = True,
+    paired: bool | None = None,
     method: Literal["calibrated", "normal"] = "calibrated",
 ) -> DesignOutcome:
     """Run the adaptive design on simulated studies (all looks on plan, no missing runs).
@@ -151,9 +208,10 @@ def run_design(
         scores: float (S, A, >= max_seeds), per-seed scores in seed order
             (:func:`simulate_scores`).
         arms: (A,) arm names of ``scores``' second axis.
-        paired: paired t-tests on common seeds (the arms share seeds), else Welch.
+        paired: paired t-tests on common seeds (the arms share seeds), else unpaired
+            (Welch's t); default: the design's declared ``test``.
         method: the nominal levels: ``calibrated`` (what decisions use) or ``normal``
-            (the significance-level approach, to measure what calibration buys).
+            (Holm's significance-level approach, to measure what calibration buys).
 
     Returns:
         :class:`DesignOutcome`.
@@ -164,20 +222,19 @@ def run_design(
         raise ValueError(f"scores hold {n_avail} seeds, the design needs {design.max_seeds}")
     m = idx.shape[0]
     plan = design.planned_seeds()
-    table = nominal_table(plan, design.max_seeds, design.alpha, m, design.spending,
-                          "paired" if paired else "welch", method)  # (K, m)
+    paired = design.test == "paired" if paired is None else paired
+    table = levels_table(design, plan, paired, method)  # (K, m)
+    joint = is_joint(design) and method == "calibrated"
+    power_df = joint_df(design.max_seeds, _kind(paired), m) if joint else None
     k_last = len(plan) - 1
     open_ = np.ones((s_count, m), dtype=bool)
-    rejected = np.zeros((s_count, m), dtype=bool)
-    claims = np.zeros((s_count, m), dtype=np.int64)
-    closed_at = np.zeros((s_count, m), dtype=np.int64)
-    is_futile = np.zeros((s_count, m), dtype=bool)
+    rejected, is_futile = np.zeros((s_count, m), dtype=bool), np.zeros((s_count, m), bool)
+    claims, closed_at = np.zeros((s_count, m), np.int64), np.zeros((s_count, m), np.int64)
     seeds = np.zeros((s_count, a_count), dtype=np.int64)
     for k, n in enumerate(plan):
-        for j in range(m):  # arms of comparisons open at this look hold n seeds
-            for a in idx[j]:
-                seeds[:, a] = np.where(open_[:, j], n, seeds[:, a])
-        p, diff, se, df, va, vb = _tests(scores, idx, n, paired)
+        _hold(seeds, idx, open_, n)
+        p, diff, se, df, va, vb = (_pooled_tests(scores, idx, n, paired, seeds) if joint
+                                   else _tests(scores, idx, n, paired))
         testable = open_ & np.isfinite(p)
         nom = np.broadcast_to(table[k][None, None, :], (1, m, m))
         now, family = step_down(p, testable, rejected, nom)
@@ -189,7 +246,7 @@ def run_design(
         elif design.futility:
             final_level = table[k_last][np.maximum(family, 1) - 1]
             stop = testable & ~now & futile(diff, se, df, va, vb, design.max_seeds, final_level,
-                                            design.power, design.futility_confidence)
+                                            design.power, design.futility_confidence, power_df)
             is_futile |= stop
             closing |= stop
         closed_at = np.where(closing & open_, k + 1, closed_at)
@@ -199,16 +256,29 @@ def run_design(
     return DesignOutcome(claims, closed_at, is_futile, seeds)
 
 
+def _kind(paired: bool) -> Literal["paired", "unpaired"]:
+    return "paired" if paired else "unpaired"
+
+
+def _hold(seeds: NDArray[np.int64], idx: NDArray[np.int64], open_: NDArray[np.bool_],
+          n: int) -> None:
+    """In place: the arms of comparisons open at this look hold ``n`` seeds."""
+    for j in range(idx.shape[0]):
+        for a in idx[j]:
+            seeds[:, a] = np.where(open_[:, j], n, seeds[:, a])
+
+
 def fixed_design(
     design: AdaptiveDesign,
     scores: NDArray[np.float64],
     arms: Sequence[str],
-    paired: bool = True,
+    paired: bool | None = None,
     n_seeds: int | None = None,
 ) -> NDArray[np.int64]:
-    """The fixed design's claims: every comparison at ``n_seeds`` seeds, Holm at alpha.
+    """The fixed design's claims: every comparison at ``n_seeds`` seeds, one look.
 
-    This is the report's rule (:func:`ccpo_lab.stats.verdict`: Holm-adjusted p < alpha).
+    The design's family at a single look: the joint max-|t| step-down (a family whose
+    comparisons share one baseline, ``family: joint``), else Holm-adjusted p < alpha.
 
     Args:
         design, scores, arms, paired: as :func:`run_design`.
@@ -220,6 +290,16 @@ def fixed_design(
     """
     idx = arm_indices(design, arms)
     n = design.max_seeds if n_seeds is None else int(n_seeds)
+    paired = design.test == "paired" if paired is None else paired
+    if is_joint(design):
+        counts = np.full((scores.shape[0], scores.shape[1]), n, dtype=np.int64)
+        p, diff = _pooled_tests(scores, idx, n, paired, counts)[:2]
+        table = levels_table(design, (n,), paired, max_seeds=n)
+        m = idx.shape[0]
+        none = np.zeros(p.shape, dtype=bool)
+        now, _ = step_down(p, np.isfinite(p), none,
+                           np.broadcast_to(table[0][None, None, :], (1, m, m)))
+        return np.where(now, np.sign(diff).astype(np.int64), 0)
     p, diff = _tests(scores, idx, n, paired)[:2]
     p_holm = np.apply_along_axis(holm, 1, p)
     with np.errstate(invalid="ignore"):
@@ -266,7 +346,7 @@ def figures(
     rng: np.random.Generator,
     sd: float = 1.0,
     rho: float = 0.5,
-    paired: bool = True,
+    paired: bool | None = None,
     fixed_seeds: int | None = None,
 ) -> Figures:
     """Simulate ``n_studies`` studies and summarise the designs (see :class:`Figures`).

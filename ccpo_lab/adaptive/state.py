@@ -243,7 +243,7 @@ class AdaptiveState:
             got = doc.get("version") if isinstance(doc, dict) else None
             raise ValueError(f"adaptive state version {got!r}; this ccpo-lab reads "
                              f"{STATE_VERSION}")
-        design = AdaptiveDesign.from_dict(doc["design"], key="design")
+        design = AdaptiveDesign.from_dict(_legacy_design(doc["design"]), key="design")
         try:
             looks = tuple(Look.from_dict(x) for x in doc["looks"])
         except (KeyError, TypeError) as e:
@@ -252,3 +252,11 @@ class AdaptiveState:
             if look.index != i:
                 raise ValueError(f"adaptive state looks out of order: {look.index} at {i}")
         return cls(design, looks)
+
+
+def _legacy_design(d: Any) -> Any:
+    """A design stored before the rule had ``family``/``test`` ran Holm with the
+    O'Brien-Fleming default and the data's test: read it as it ran (issue 31)."""
+    if not isinstance(d, Mapping) or "family" in d:
+        return d
+    return {"spending": "obrien-fleming", "test": "paired", **d, "family": "holm"}

@@ -40,8 +40,14 @@ class AdaptiveConfig:
     comparisons: list[list[str]] = field(default_factory=list)
     """The comparisons that matter, each ``[arm, baseline]``; empty: every arm against
     ``analysis.reference`` (the first arm when unset)."""
-    spending: str = "obrien-fleming"
-    """Alpha-spending function: ``obrien-fleming`` (little alpha early) or ``pocock``."""
+    spending: str = "power-3"
+    """Alpha-spending function: ``power-2`` (alpha t^2, the default), ``power-3``,
+    ``hsd-4``, ``obrien-fleming`` (little alpha early) or ``pocock``."""
+    test: str = "paired"
+    """The comparisons' test, declared before any data: ``paired`` (arms share seeds, as
+    ccpo-lab runs them) or ``unpaired``."""
+    family: str = "joint"
+    """``joint`` (max-|t| boundary over comparisons sharing the reference) or ``holm``."""
     futility: bool = True
     """Stop adding seeds to a comparison that even an optimistic reading of its
     difference could not resolve within ``max_seeds`` (non-binding)."""
@@ -59,6 +65,7 @@ KEYS = {"max_seeds": "analysis.adaptive.max_seeds",
         "seeds_per_look": "analysis.adaptive.seeds_per_look",
         "comparisons": "analysis.adaptive.comparisons",
         "spending": "analysis.adaptive.spending",
+        "test": "analysis.adaptive.test", "family": "analysis.adaptive.family",
         "futility": "analysis.adaptive.futility",
         "futility_confidence": "analysis.adaptive.futility_confidence",
         "initial_seeds": "seeds", "alpha": "analysis.alpha", "power": "analysis.power"}
@@ -111,7 +118,8 @@ def adaptive_design(analysis: AnalysisConfig, arms: Sequence[str], seeds: Sequen
         "comparisons": tuple(comps) if comps else every_arm_versus(reference, arms),
         "initial_seeds": tuple(int(s) for s in seeds), "max_seeds": cfg.max_seeds,
         "seeds_per_look": cfg.seeds_per_look, "alpha": analysis.alpha,
-        "power": analysis.power, "spending": cfg.spending, "futility": cfg.futility,
+        "power": analysis.power, "spending": cfg.spending, "test": cfg.test,
+        "family": cfg.family, "futility": cfg.futility,
         "futility_confidence": cfg.futility_confidence,
     }
     try:

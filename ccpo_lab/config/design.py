@@ -14,9 +14,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from ccpo_lab.errors import UserError
+from ccpo_lab.stats.joint import MAX_JOINT_COMPARISONS
 from ccpo_lab.stats.sequential import SPENDING_FUNCTIONS, planned_information
 
-__all__ = ["MAX_SEEDS_LIMIT", "AdaptiveDesign", "every_arm_versus"]
+__all__ = ["FAMILIES", "MAX_ALPHA", "MAX_COMPARISONS", "MAX_SEEDS_LIMIT", "TESTS",
+           "AdaptiveDesign", "every_arm_versus"]
+
+MAX_COMPARISONS = MAX_JOINT_COMPARISONS
+"""The most comparisons a design may hold (the joint boundary's calibration limit)."""
+MAX_ALPHA = 0.5
+"""Family-wise levels must lie in (0, 0.5): a two-sided level of 0.5 or more is no test."""
+TESTS = ("paired", "unpaired")
+"""The per-comparison tests a design can declare."""
+FAMILIES = ("joint", "holm")
+"""How the level is shared across comparisons: the joint max-|t| boundary or Holm."""
 
 MAX_SEEDS_LIMIT = 200
 """Largest ``max_seeds`` accepted (the boundaries' calibration simulates this many seeds
@@ -60,9 +71,19 @@ class AdaptiveDesign:
     power: float = 0.8
     """Power behind the seeds-needed figures (Colas et al. 2018): the one quoted for
     unresolved comparisons and the one of the futility rule."""
-    spending: str = "obrien-fleming"
+    spending: str = "power-3"
     """Alpha-spending function (Lan & DeMets 1983): a key of
-    :data:`ccpo_lab.stats.sequential.SPENDING_FUNCTIONS`."""
+    :data:`ccpo_lab.stats.sequential.SPENDING_FUNCTIONS`. The default, Kim & DeMets'
+    ``alpha t^2``, spends enough at the second look to stop a clear effect there and
+    keeps most of alpha for the last (docs/adaptive-seeds.md)."""
+    test: str = "paired"
+    """The test of every comparison, declared before any data: ``paired`` (the arms run
+    the same seeds, as ccpo-lab runs them: the t-test of per-seed differences) or
+    ``unpaired`` (the two-sample t; for arms whose seeds share nothing)."""
+    family: str = "joint"
+    """``joint``: the max-|t| boundary of the comparisons sharing one baseline, stepped
+    down (:mod:`ccpo_lab.stats.joint`); ``holm``: Holm's alpha / r. Comparisons against
+    different baselines always use Holm."""
     futility: bool = True
     """Stop adding seeds to a comparison whose observed difference would need more than
     ``max_seeds`` seeds (non-binding: it never raises the error rate)."""
@@ -129,16 +150,22 @@ class AdaptiveDesign:
         if self.max_seeds < len(seeds):
             raise bad("max_seeds", f"must be at least the {len(seeds)} initial seeds",
                       self.max_seeds)
-        for key in ("alpha", "power"):
-            v = getattr(self, key)
-            if not _is_prob(v):
-                raise bad(key, "must be a number in (0, 1)", v)
+        if len(comps) > MAX_COMPARISONS:
+            raise bad("comparisons", f"at most {MAX_COMPARISONS} comparisons are supported "
+                      f"(got {len(comps)})", len(comps))
+        if not (_is_prob(self.alpha) and self.alpha < MAX_ALPHA):
+            raise bad("alpha", f"must be a number in (0, {MAX_ALPHA:g})", self.alpha)
+        if not _is_prob(self.power):
+            raise bad("power", "must be a number in (0, 1)", self.power)
         fc = self.futility_confidence
         if not (_is_prob(fc) and fc >= 0.5):
             raise bad("futility_confidence", "must be a number in [0.5, 1)", fc)
         if self.spending not in SPENDING_FUNCTIONS:
             raise bad("spending", "unknown spending function", self.spending,
                       valid=list(SPENDING_FUNCTIONS))
+        for key, valid in (("test", TESTS), ("family", FAMILIES)):
+            if getattr(self, key) not in valid:
+                raise bad(key, f"unknown {key}", getattr(self, key), valid=list(valid))
         if not isinstance(self.futility, bool):
             raise bad("futility", "must be true or false", self.futility)
 
@@ -152,6 +179,8 @@ class AdaptiveDesign:
             "alpha": self.alpha,
             "power": self.power,
             "spending": self.spending,
+            "test": self.test,
+            "family": self.family,
             "futility": self.futility,
             "futility_confidence": self.futility_confidence,
         }

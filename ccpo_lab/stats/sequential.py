@@ -10,7 +10,9 @@ whole procedure at ``alpha`` across looks *and* comparisons:
    ``2 - 2 Phi(z_{1-alpha/4} / sqrt(t))`` (so ``f(t) = 4 Phi(-z_{1-alpha/4} / sqrt(t))``,
    the convention of the R packages ldbounds and gsDesign; O'Brien & Fleming 1979: almost
    nothing early, nearly the full alpha at the end); ``pocock`` is
-   ``alpha ln(1 + (e - 1) t)``. The information of a comparison is its number of seeds
+   ``alpha ln(1 + (e - 1) t)``; ``power-2`` and ``power-3`` are Kim & DeMets' (1987)
+   ``alpha t^rho``; ``hsd-4`` is Hwang, Shih & DeCani's (1990) family at gamma -4,
+   ``alpha (1 - e^{4 t}) / (1 - e^4)``. The information of a comparison is its number of seeds
    (pairs when paired); ``t = n / max_seeds``, and a comparison's last look spends
    ``alpha`` in full whatever its ``n`` (as error-spending designs do). :func:`alpha_spent`.
 2. **Boundaries for t-tests at few seeds.** The classical boundaries are on the z scale
@@ -101,9 +103,24 @@ def _pocock(t: NDArray[np.float64], alpha: float) -> NDArray[np.float64]:
     return alpha * np.log1p((math.e - 1.0) * t)
 
 
+def _power_family(rho: float) -> SpendingFunction:
+    def fn(t: NDArray[np.float64], alpha: float) -> NDArray[np.float64]:
+        return alpha * np.power(t, rho)
+    return fn
+
+
+def _hwang_shih_decani(gamma: float) -> SpendingFunction:
+    def fn(t: NDArray[np.float64], alpha: float) -> NDArray[np.float64]:
+        return alpha * np.expm1(-gamma * t) / math.expm1(-gamma)
+    return fn
+
+
 SPENDING_FUNCTIONS: dict[str, SpendingFunction] = {
     "obrien-fleming": _obrien_fleming,
     "pocock": _pocock,
+    "power-2": _power_family(2.0),
+    "power-3": _power_family(3.0),
+    "hsd-4": _hwang_shih_decani(-4.0),
 }
 """The spending functions by name (Lan & DeMets 1983): the one registry of valid names."""
 
@@ -496,7 +513,8 @@ def t_boundary(level: ArrayLike, df: ArrayLike) -> NDArray[np.float64] | float:
 
 
 def t_test_power(
-    eps: ArrayLike, var_a: ArrayLike, var_b: ArrayLike, n: ArrayLike, level: ArrayLike
+    eps: ArrayLike, var_a: ArrayLike, var_b: ArrayLike, n: ArrayLike, level: ArrayLike,
+    df: ArrayLike | None = None,
 ) -> NDArray[np.float64]:
     """Power of a two-sided t-test at ``n`` seeds per arm (Colas et al. 2018 approximation).
 
@@ -510,6 +528,8 @@ def t_test_power(
         var_a, var_b: variances (ddof=1) as above.
         n: seeds per arm (>= 2).
         level: two-sided level of the test (e.g. a nominal level of the last look).
+        df: the test's degrees of freedom at ``n`` seeds when it is not ``nu`` (a pooled
+            variance's: :func:`ccpo_lab.stats.joint.joint_df`); None: ``nu``.
 
     Returns:
         float array of the broadcast shape, power in [0, 1]; nan where undefined (n < 2,
@@ -526,6 +546,8 @@ def t_test_power(
         n_s = np.where(ok, nn, 2.0)
         v_s = np.where(ok, vsum, 1.0)
         nu = v_s * v_s * (n_s - 1.0) / np.where(ok, va * va + vb * vb, 1.0)
+        if df is not None:
+            nu = np.asarray(df, dtype=np.float64) * np.ones_like(nu)
         t_eps = np.where(ok, e, 0.0) / np.sqrt(v_s / n_s)
         crit = special.stdtrit(nu, 1.0 - np.where(ok, lv, 0.05) / 2.0)
         power = 1.0 - special.stdtr(nu, crit - t_eps)
@@ -619,6 +641,7 @@ def futile(
     final_level: ArrayLike,
     power: float,
     confidence: float,
+    power_df: ArrayLike | None = None,
 ) -> NDArray[np.bool_]:
     """Futility: even an optimistic reading of the difference would need more than the max.
 
@@ -638,6 +661,8 @@ def futile(
         final_level: float (S or 1, m), nominal level of the comparison's last look.
         power: the power the seeds would have to give, in (0, 1).
         confidence: of the optimistic bound, in [0.5, 1).
+        power_df: df of the test at ``max_seeds`` seeds when not the per-comparison t's
+            (a pooled variance: :func:`ccpo_lab.stats.joint.joint_df`).
 
     Returns:
         bool (S, m).
@@ -646,7 +671,7 @@ def futile(
     with np.errstate(invalid="ignore"):
         q = special.stdtrit(np.where(d > 0, d, np.nan), float(confidence))
         optimistic = np.abs(np.asarray(diff, dtype=np.float64)) + q * np.asarray(se)
-        pw = t_test_power(optimistic, var_a, var_b, max_seeds, final_level)
+        pw = t_test_power(optimistic, var_a, var_b, max_seeds, final_level, power_df)
         return np.asarray(pw < power)
 
 

@@ -16,7 +16,10 @@ COMPS = (("a", "ref"), ("b", "ref"))
 
 
 def design(**kw: object) -> AdaptiveDesign:
-    fields: dict[str, object] = {"comparisons": COMPS, "initial_seeds": (0, 1, 2)}
+    """A Holm design (issue 17's rule, still ``family: holm``): the tests of this file
+    check Holm's levels and recycling; the joint default is in test_joint_decide.py."""
+    fields: dict[str, object] = {"comparisons": COMPS, "initial_seeds": (0, 1, 2),
+                                 "family": "holm", "spending": "obrien-fleming"}
     fields.update(kw)
     return AdaptiveDesign(**fields)  # type: ignore[arg-type]
 
@@ -192,12 +195,17 @@ def test_decide_look_matches_the_vectorised_simulation() -> None:
     rng = np.random.default_rng(11)
     arms = ["ref", "a", "b"]
     d = AdaptiveDesign(comparisons=(("a", "ref"), ("b", "ref")), initial_seeds=(0, 1, 2))
+    assert d.family == "joint"  # the default rule
     means = [(0.0, 0.0, 0.0), (0.0, 0.9, 0.0), (0.0, 1.6, -1.6), (0.0, 0.5, 0.7)]
     checked = {"better": 0, "worse": 0, "futile": 0, "unresolved": 0, "untested": 0}
     studies = [simulate_scores(mu, 12, 12, rng) for mu in means]
     # coarse success rates (2 episodes): equal differences on every seed happen, and both
     # must call them untestable (the report's zero-spread rule), not infinitely significant
     studies.append(rng.binomial(2, 0.5, (30, 3, 12)) / 2 + rng.normal(0, 0.1, (30, 1, 12)))
+    # the joint family pools the spread of every comparison: only a family without any
+    # spread (every arm the reference plus a constant) is untestable
+    shift = np.array([0.0, 0.25, -0.125])[None, :, None]
+    studies.append(np.round(rng.normal(0.5, 0.1, (5, 1, 12)), 3) + shift)
     for sc in studies:
         out = run_design(d, sc, arms)
         for i in range(sc.shape[0]):

@@ -21,7 +21,8 @@ def design(**kw: object) -> AdaptiveDesign:
 def test_defaults_and_derived_values() -> None:
     d = design()
     assert (d.max_seeds, d.seeds_per_look, d.alpha, d.power) == (12, 3, 0.05, 0.8)
-    assert (d.spending, d.futility, d.futility_confidence) == ("obrien-fleming", True, 0.95)
+    assert (d.spending, d.futility, d.futility_confidence) == ("power-3", True, 0.95)
+    assert (d.test, d.family) == ("paired", "joint")
     assert d.arms == ("gigpo", "grpo", "ccpo")
     assert d.first_look_seeds == 3
     assert d.planned_seeds() == (3, 6, 9, 12)
@@ -46,7 +47,12 @@ def test_defaults_and_derived_values() -> None:
     ("max_seeds", 201, "at most 200"),
     ("seeds_per_look", 0, "positive integer"),
     ("seeds_per_look", True, "positive integer"),
-    ("alpha", 1.0, r"\(0, 1\)"),
+    ("alpha", 1.0, r"\(0, 0.5\)"),
+    ("alpha", 0.5, r"\(0, 0.5\)"),
+    ("alpha", 0.0, r"\(0, 0.5\)"),
+    ("test", "welch", "unknown test"),
+    ("family", "bonferroni", "unknown family"),
+    ("comparisons", tuple((f"a{i}", "ref") for i in range(13)), "at most 12 comparisons"),
     ("power", 0.0, r"\(0, 1\)"),
     ("futility_confidence", 0.4, r"\[0.5, 1\)"),
     ("spending", "haybittle", "valid: obrien-fleming, pocock"),

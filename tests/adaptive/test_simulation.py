@@ -10,15 +10,17 @@ What is asserted, and why:
 * the boundaries alone (one comparison, no futility): within 3 se of alpha on both sides,
   i.e. the t calibration is exact, not just conservative;
 * true differences: fewer seeds on average than the fixed 12-seed design, power at least
-  that of a fixed design costing as much on average, and at most 4 points below the fixed
-  12-seed design. The adaptive design does NOT match the fixed 12-seed power exactly: the
-  boundaries' alpha spent before the last look costs about 2 points and the futility rule
-  about 0.5 (measured at 20,000 studies per row), the price of stopping early. A test
+  that of a fixed design costing as much on average, and at most 6 points below the fixed
+  12-seed design (issue 31: both now use the joint pooled family, which made the fixed
+  design stronger too; the looks and futility cost 3-5 points against it). The adaptive
+  design does NOT match the fixed 12-seed power exactly: the alpha spent before the last
+  look and the futility rule cost those points, the price of stopping early. A test
   claiming equality within the paired Monte-Carlo error would fail, so it is not made.
 * the group-sequential answer (an inflated maximum): with at most 13 seeds (1.08 x 12)
-  the design reaches the fixed 12-seed design's power (within the paired Monte-Carlo
-  error) and still uses fewer than 12 seeds per arm on average; the same studies show
-  the max-12 design's shortfall beyond that error (both printed).
+  the design comes within 2 points of the fixed 12-seed design's power (1-1.5 points
+  measured, beyond the paired Monte-Carlo error: the power-3 spending stops earlier than
+  O'Brien-Fleming did) and still uses fewer than 12 seeds per arm on average; the same
+  studies show the max-12 design's larger shortfall (both printed).
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ def test_power_and_seeds_against_the_fixed_design() -> None:
                 continue
             lines.append(f"  {arm}: power {ad:.3f} adaptive, {fx:.3f} fixed 12 seeds, "
                          f"{eq:.3f} fixed {f.equal_cost_seeds} seeds (equal cost)")
-            assert ad >= fx - 0.04
+            assert ad >= fx - 0.06
             assert ad >= eq
         print("\n" + "\n".join(lines))
         assert f.mean_seeds[0] < 0.95 * f.mean_seeds[1]
@@ -121,7 +123,7 @@ def test_futility_on_the_observed_difference_costs_much_power() -> None:
 
 
 def test_an_inflated_maximum_reaches_the_fixed_power_with_fewer_seeds() -> None:
-    """Max 13 seeds matches the fixed 12-seed design's power; max 12 falls short."""
+    """Max 13 seeds comes within 2 points of the fixed 12-seed power; max 12 falls short."""
     n = 4000
     scenarios = {"a, b, c +1.0 sd_d": (1.0, 1.0, 1.0), "a, b, c +0.7 sd_d": (0.7, 0.7, 0.7),
                  "a +0.8, b +1.2, c 0": (0.8, 1.2, 0.0)}
@@ -141,7 +143,7 @@ def test_an_inflated_maximum_reaches_the_fixed_power_with_fewer_seeds() -> None:
                          f"{ad - fx:+.3f}, MC se <= {se:.3f}); seeds per arm {per_arm:.2f} "
                          f"vs 12; FWER {f.false_claim_rate[0]:.4f}")
             if max_seeds == 13:
-                assert ad >= fx - 2 * se
+                assert ad >= fx - 0.02 - 2 * se
                 assert per_arm < 12
                 assert f.false_claim_rate[0] <= ALPHA + 3 * mc_se(ALPHA, n)
             else:

@@ -1,0 +1,206 @@
+"""Joint group-sequential boundaries for comparisons that share one reference arm.
+
+Holm over ``r`` comparisons tests each at ``alpha / r`` as if they were unrelated. When
+every comparison is an arm against the same reference, their statistics share the
+reference's noise: with equal seeds and equal variances any two are correlated 0.5 (for
+the paired t on seeds shared by all arms and for the two-sample t alike), so the chance
+that *one of them* crosses a boundary is well below ``r`` times the chance of one. This
+module calibrates the boundary of the **maximum** ``|t|`` over ``r`` comparisons, look by
+look (Dunnett 1955 for one look; its group-sequential form is the max-statistic test of
+Follmann, Proschan & Geller 1994 and Stallard & Todd 2003), and the step-down over the
+family (the closed test of Marcus, Peritz & Gabriel 1976 with max-statistic intersection
+tests, shortcut as in Romano & Wolf 2005) uses the ``r``-comparison boundary while ``r``
+comparisons are not rejected.
+
+**Calibration.** Under the null (every arm of the family has the reference's normal
+law, any sd, any seed effect shared by the arms of a seed) the joint law of the ``t``
+statistics across looks and comparisons does not depend on the sd or the seed effect.
+:data:`JOINT_CALIBRATION_PATHS` simulated null studies (a fixed Generator seed: the same
+levels on every machine) set each look's threshold on ``max_{i <= r} |t_i|`` so that
+exactly the Lan-DeMets alpha spent at that look is crossed for the first time. A
+threshold is returned as the per-comparison nominal p-level it corresponds to (the same
+for every comparison: at a look every comparison has the same degrees of freedom), so
+:func:`ccpo_lab.stats.sequential.step_down` applies it unchanged.
+
+**Pooled variance.** Comparison ``i``'s ``t`` divides its mean difference by a standard
+error whose variance is pooled over the whole family (Dunnett's choice), not estimated
+from its own two arms: ``paired``: the variance of the per-seed differences averaged over
+the ``m`` comparisons (each over its own pairs; :func:`pooled`), ``t_i = mean(d_i) /
+sqrt(v / n_i)``; ``unpaired``: the within-arm variance pooled over the ``m + 1`` arms,
+``t_i = (mean_i - mean_ref) / (s sqrt(1 / n_i + 1 / n_ref))``. At 12 seeds and 4
+comparisons the unpaired pool has 55 degrees of freedom instead of 22, the paired one
+(correlated estimates) about 25 instead of 11: the power a per-comparison t loses to its
+own noisy sd comes back. Its p-value, the form the levels take, uses :func:`joint_df`
+(the pool's nominal df). An arm that stopped (its comparison closed) stays in the pool
+with the seeds it has. Non-normal scores: the levels hold approximately
+(``tests/adaptive/test_joint_error.py`` and ``benchmarks/bench_adastop.py`` measure
+log-normal and bimodal scores).
+
+Shapes: ``K`` looks, ``m`` comparisons (``r = 1..m`` open ones).
+
+References:
+    Dunnett CW (1955). A multiple comparison procedure for comparing several treatments
+    with a control. J Am Stat Assoc 50:1096-1121.
+    Marcus R, Peritz E, Gabriel KR (1976). On closed testing procedures with special
+    reference to ordered analysis of variance. Biometrika 63:655-660.
+    Follmann DA, Proschan MA, Geller NL (1994). Monitoring pairwise comparisons in
+    multi-armed clinical trials. Biometrics 50:325-336.
+    Stallard N, Todd S (2003). Sequential designs for phase III clinical trials
+    incorporating treatment selection. Stat Med 22:689-703.
+    Romano JP, Wolf M (2005). Exact and approximate stepdown methods for multiple
+    hypothesis testing. J Am Stat Assoc 100:94-108.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Literal
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import special
+
+from ccpo_lab.stats.sequential import alpha_spent
+
+__all__ = ["JOINT_CALIBRATION_PATHS", "MAX_JOINT_COMPARISONS", "JointTest", "joint_df",
+           "joint_levels", "pooled"]
+
+JointTest = Literal["paired", "unpaired"]
+
+JOINT_CALIBRATION_PATHS = 400_000
+"""Simulated null studies behind :func:`joint_levels`: each look's alpha is exact to about
+``sqrt(alpha / JOINT_CALIBRATION_PATHS)`` (0.00035 at 0.05)."""
+MAX_JOINT_COMPARISONS = 12
+"""The most comparisons a joint boundary is calibrated for (a family of 13 arms)."""
+_SEED = 19_550_501
+_CHUNK = 25_000
+
+
+def joint_df(n: int | NDArray[np.int64], test: JointTest, m: int) -> NDArray[np.float64]:
+    """Nominal degrees of freedom of the pooled variance of ``m`` comparisons at ``n``
+    seeds per arm: ``m (n - 1)`` (paired) or ``(m + 1) (n - 1)`` (unpaired)."""
+    nn = np.asarray(n, dtype=np.float64)
+    return (m if test == "paired" else m + 1.0) * (nn - 1.0)
+
+
+def pooled(ss: NDArray[np.float64], dof: NDArray[np.float64]
+           ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``(sum ss / sum dof, sum dof)`` over the last axis: a pooled variance and its df.
+
+    Args:
+        ss: float (..., G), sums of squared deviations from each group's mean (paired:
+            of each comparison's per-seed differences; unpaired: of each arm's scores).
+        dof: float (..., G), each group's ``n - 1`` (0 for a group with < 2 values).
+    """
+    tot = np.sum(dof, axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(tot > 0, np.sum(ss, axis=-1) / tot, np.nan), tot
+
+
+@lru_cache(maxsize=4)
+def _null_paths(test: JointTest, ns: tuple[int, ...], m: int, width: int
+                ) -> NDArray[np.float32]:
+    """float32 (P, K, m): ``-max_{i <= r} |t_i|`` of null studies at look ``k`` (column
+    ``r - 1``), on their first ``ns[k]`` seeds; ``width`` seeds are drawn per arm whatever
+    ``ns``, so a look's threshold does not depend on the looks planned after it."""
+    rng = np.random.default_rng(_SEED)
+    n = np.asarray(ns)
+    out = np.empty((JOINT_CALIBRATION_PATHS, n.size, m), dtype=np.float32)
+    for lo in range(0, JOINT_CALIBRATION_PATHS, _CHUNK):
+        c = min(_CHUNK, JOINT_CALIBRATION_PATHS - lo)
+        x = rng.standard_normal((c, m + 1, width))
+        t = _t_prefix(x, n, test)  # (c, m, K)
+        out[lo:lo + c] = -np.maximum.accumulate(np.abs(t), axis=1).transpose(0, 2, 1)
+    return out
+
+
+def _t_prefix(x: NDArray[np.float64], n: NDArray[np.int64], test: JointTest
+              ) -> NDArray[np.float64]:
+    """Pooled t of arms 1..m against arm 0 on the first ``n[k]`` seeds: (c, m, K)."""
+    def moments(z: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        s1 = np.cumsum(z, axis=-1)[..., n - 1]
+        s2 = np.cumsum(z * z, axis=-1)[..., n - 1]
+        mean = s1 / n
+        return mean, np.maximum((s2 - n * mean * mean) / (n - 1.0), 0.0)
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if test == "paired":
+            mean, var = moments(x[:, 1:, :] - x[:, :1, :])
+            return mean / np.sqrt(var.mean(axis=1, keepdims=True) / n)
+        mean, var = moments(x)
+        return (mean[:, 1:] - mean[:, :1]) / np.sqrt(2.0 * var.mean(axis=1, keepdims=True)
+                                                     / n)
+
+
+def joint_levels(
+    looks: Sequence[int],
+    max_seeds: int,
+    alpha: float,
+    m: int,
+    spending: str = "obrien-fleming",
+    test: JointTest = "paired",
+) -> NDArray[np.float64]:
+    """Per-comparison nominal levels of the max-statistic boundary, per look and family size.
+
+    Look ``k`` rejects comparison ``i`` of a family of ``r`` open comparisons when its
+    two-sided p-value (its pooled ``t`` with :func:`joint_df` degrees of freedom, for the
+    family's ``m`` comparisons) is <= ``[k, r - 1]``:
+    under the null of the ``r``, the first crossing by any of them happens at look ``k``
+    with probability equal to the alpha spent there, and all looks together spend
+    ``alpha`` (the last look spends it in full).
+
+    Args:
+        looks: seeds per arm at each look, strictly increasing, >= 2; the last is final.
+        max_seeds: the design's maximum (information fractions are ``n / max_seeds``).
+        alpha: the family-wise level, in (0, 1).
+        m: comparisons, 1..:data:`MAX_JOINT_COMPARISONS`.
+        spending: a key of :data:`ccpo_lab.stats.sequential.SPENDING_FUNCTIONS`.
+        test: ``paired`` or ``unpaired``.
+
+    Returns:
+        float (K, m); 0 where a look spends nothing new.
+
+    Raises:
+        ValueError: looks not strictly increasing from 2, ``m`` out of range, bad test.
+    """
+    ns = tuple(int(n) for n in looks)
+    if not ns or ns[0] < 2 or any(b <= a for a, b in zip(ns, ns[1:], strict=False)):
+        raise ValueError(f"looks must be strictly increasing seed counts >= 2, got {ns}")
+    if not 1 <= int(m) <= MAX_JOINT_COMPARISONS:
+        raise ValueError(f"m must be in 1..{MAX_JOINT_COMPARISONS}, got {m!r}")
+    if test not in ("paired", "unpaired"):
+        raise ValueError(f"test must be 'paired' or 'unpaired', got {test!r}")
+    return np.array(_levels(ns, int(max_seeds), float(alpha), int(m), spending, test))
+
+
+@lru_cache(maxsize=256)
+def _levels(ns: tuple[int, ...], max_seeds: int, alpha: float, m: int, spending: str,
+            test: JointTest) -> tuple[tuple[float, ...], ...]:
+    width = max(max_seeds, ns[-1])
+    paths = _null_paths(test, ns, m, width)
+    spent = alpha_spent(np.asarray(ns, dtype=np.float64) / max_seeds, alpha, spending)
+    spent[-1] = alpha
+    df = joint_df(np.asarray(ns), test, m)
+    n_paths = paths.shape[0]
+    out = np.zeros((len(ns), m))
+    for r in range(1, m + 1):
+        ev = paths[:, :, r - 1]
+        alive = np.ones(n_paths, dtype=bool)
+        prev = 0.0
+        for k in range(len(ns)):
+            inc = max(float(spent[k]) - prev, 0.0)
+            prev = max(prev, float(spent[k]))
+            j = int(round(inc * n_paths))
+            e = ev[alive, k]
+            if j <= 0:
+                thr = -np.inf
+            elif j >= e.size:
+                thr = np.inf
+            else:
+                part = np.partition(e, (j - 1, j))
+                thr = 0.5 * (float(part[j - 1]) + float(part[j]))
+            out[k, r - 1] = min(float(2.0 * special.stdtr(df[k], thr)), 1.0)
+            alive &= ev[:, k] > thr
+    return tuple(tuple(float(v) for v in row) for row in out)
+
