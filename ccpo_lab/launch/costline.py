@@ -2,6 +2,8 @@
 
 Used: every run's device-hours so far (:func:`ccpo_lab.runs.cost.read_cost`, from
 ``run.json`` alone, so a ``--watch`` refresh stays quick; a running run counts to now).
+Money: at the price the runs were launched with (``launcher.price_per_device_hour`` and
+``launcher.currency``, recorded in each run's ``config.yaml``), when they had one.
 Projected: what the sweep will have cost when every run listed is completed, each run not
 completed yet counted at its arm's observed cost per completed run (else the sweep's),
 else at its own cost so far scaled to its final step, else (not started) at the mean of
@@ -93,4 +95,31 @@ def cost_line(rows: Sequence[RunStatus]) -> str | None:
         text += f"; about {fmt_hours(u.projected)} {u.unit} for the whole sweep"
     elif u.projected is None and u.completed < u.runs:
         text += "; no projection yet (no run completed or under way)"
+    price = recorded_price(rows)
+    if price is not None:
+        per, cur = price
+        text += f"; at {per:g} {cur} per device-hour: {_money(u.used * per)} {cur} used"
+        if u.projected is not None and u.completed < u.runs:
+            text += f", about {_money(u.projected * per)} {cur} for the sweep"
     return text
+
+
+def _money(x: float) -> str:
+    return f"{x:,.2f}" if x >= 1 else f"{x:.3g}"
+
+
+def recorded_price(rows: Sequence[RunStatus]) -> tuple[float, str] | None:
+    """``(price per device-hour, currency)`` the runs were launched with (the launcher
+    settings each run's ``config.yaml`` records: ``launcher.price_per_device_hour``,
+    ``launcher.currency``) of the first run that records its launcher; None without one."""
+    for r in rows:
+        try:
+            launcher = RunDir(r.path).read_config().get("launcher") or {}
+        except (OSError, ValueError):
+            continue
+        per, cur = launcher.get("price_per_device_hour"), launcher.get("currency")
+        if isinstance(per, int | float) and not isinstance(per, bool) and isinstance(cur, str):
+            return float(per), cur
+        if launcher:  # a run launched without a price: one file read per refresh at most
+            return None
+    return None
