@@ -223,3 +223,31 @@ def test_a_cancel_stops_the_job_and_a_relaunch_submits_the_next_attempt(
     assert main(args) == 0 and len(_ray_jobs(ray_cluster)) == n
     assert main(["cancel", str(sweep_dir)]) == 0
     wait_until(lambda: _ray_jobs(ray_cluster)[again] == "STOPPED", 300, "the second stop")
+
+
+@pytest.mark.slow
+def test_a_killed_job_is_interrupted_and_a_relaunch_resumes_it_from_its_checkpoint(
+        ray_cluster: str, workdir: Path) -> None:
+    results = workdir / "results"
+    sweep_dir = results / "smoke"
+    args = ["sweep", str(workdir / "sweeps" / "smoke.yaml"), "launcher=ray-jobs",
+            f"launcher.address={ray_cluster}", "--results", str(results), "arms=[grpo]",
+            "seeds=[8]", "protocol.total_steps=100000", "protocol.test_freq=50000",
+            "protocol.save_freq=2"]
+    assert main(args) == 0
+    (rd,) = SweepDir(sweep_dir).run_dirs()
+    sid = rd.read_job()["job_id"]
+    wait_until(lambda: int(rd.read_state().get("step") or 0) >= 3, 300,
+               "the run to pass its step-2 checkpoint", every=0.5)
+    pid = int(rd.read_state()["pid"])
+    os.kill(pid, signal.SIGKILL)  # the run's process (a node lost, an OOM kill)
+    wait_until(lambda: _ray_jobs(ray_cluster)[sid] == "FAILED", 300, "Ray to see it fail")
+    (row,) = collect_status(sweep_dir)
+    assert row.state == "interrupted" and not row.live, row
+    assert main(args) == 0
+    again = rd.read_job()["job_id"]
+    assert again == sid[:-1] + "2"
+    wait_until(lambda: "resuming from its checkpoint at step" in
+               (rd.path / "logs" / "ray-job.out").read_text(), 300, "the resumed attempt")
+    assert main(["cancel", str(sweep_dir)]) == 0
+    wait_until(lambda: _ray_jobs(ray_cluster)[again] == "STOPPED", 300, "the stop")
