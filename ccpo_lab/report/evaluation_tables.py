@@ -84,8 +84,8 @@ def reference_table(model: ReportModel, g: EvalGroup, index: int) -> Table | Non
              "that seed's checkpoint, game by game); seeds: the streams played",
              "Δ = arm − reference over seeds x games, paired by game and stream; its "
              "interval counts both the arm's seed spread and the games (two-way random "
-             "model: (MS_seeds + MS_games − MS_interaction) / (seeds x games), "
-             f"Satterthwaite's degrees of freedom); p (Holm) over the {m} comparison"
+             "model: (MS_seeds + max(MS_games − MS_interaction, 0)) / (seeds x games), t "
+             f"with seeds − 1 degrees of freedom); p (Holm) over the {m} comparison"
              f"{'s' if m != 1 else ''} of this table; better or worse only when p (Holm) < "
              f"{model.alpha:g} with ≥ 2 seeds" + (f"; variance: {', '.join(methods)}"
                                                   if methods else "")]

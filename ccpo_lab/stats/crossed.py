@@ -11,10 +11,15 @@ difference is ``D = mean(z)`` and, seeds and games both random (the two-way rand
     Var(D) = s2_a / k + s2_b / N + s2_e / (k N)  =  E[MS_S + MS_G - MS_SG] / (k N)
 
 with the two-way ANOVA mean squares (Searle, Casella & McCulloch 1992, *Variance
-Components*, ch. 4). The estimate ``(MS_S + MS_G - MS_SG) / (k N)`` gets Satterthwaite's
-degrees of freedom; when it is not positive, the conservative ``(MS_S + MS_G) / (k N)``
-is used (and said). The interval and p are Student t. One seed (``k = 1``): the seeds'
-spread is unknown, the interval covers the games only and is marked so.
+Components*, ch. 4). It is estimated in two non-negative parts, the seeds'
+``MS_S / (k N)`` (``s2_a / k + s2_e / (k N)``) and the games' ``max(MS_G - MS_SG, 0) /
+(k N)`` (``s2_b / N``), and the t reference has ``k - 1`` degrees of freedom, the seeds'
+(as the arms' own intervals). In simulation (``tests/stats/test_crossed.py``: 2, 3 and 10
+seeds x 40-48 games, Bernoulli episodes) it covers 95.8-96.8% at 95%; Satterthwaite's
+degrees of freedom for the same sum covered 91.0% at 2 seeds and 93.9% at 3, and over
+``MS_S + MS_G - MS_SG`` with its negative term they can fall to a fraction of one (an
+interval millions wide). One seed (``k = 1``): the seeds' spread is unknown, the interval
+covers the games only and is marked so.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ class CrossedComparison:
     se: float
     """Its standard error."""
     df: float
-    """Degrees of freedom of the t reference (Satterthwaite)."""
+    """Degrees of freedom of the t reference (``k - 1``; ``N - 1`` with one seed)."""
     ci_low: float
     ci_high: float
     p_value: float
@@ -43,7 +48,8 @@ class CrossedComparison:
     n_games: int
     """``N``."""
     method: str
-    """``seeds x games``, ``seeds x games (conservative)`` or ``games only (one seed)``."""
+    """``seeds x games``, ``seeds x games (game part 0)`` (the games' part estimated
+    negative, set to 0) or ``games only (one seed)``."""
 
 
 def mean_squares(z: np.ndarray) -> tuple[float, float, float]:
@@ -56,13 +62,6 @@ def mean_squares(z: np.ndarray) -> tuple[float, float, float]:
     ms_g = k * float(((cols - grand) ** 2).sum()) / (n - 1)
     ms_sg = float(((z - rows - cols + grand) ** 2).sum()) / ((k - 1) * (n - 1))
     return ms_s, ms_g, ms_sg
-
-
-def _satterthwaite(terms: list[tuple[float, float]]) -> float:
-    """Degrees of freedom of ``sum(c * MS)`` from ``(c * MS, df)`` terms."""
-    total = sum(v for v, _ in terms)
-    denom = sum(v * v / d for v, d in terms if d > 0)
-    return float(total * total / denom) if denom > 0 else float("inf")
 
 
 def compare_crossed(x: np.ndarray, y: np.ndarray, confidence: float = 0.95
@@ -91,16 +90,10 @@ def compare_crossed(x: np.ndarray, y: np.ndarray, confidence: float = 0.95
         var, df, method = float(z[0].var(ddof=1)) / n, float(n - 1), "games only (one seed)"
     else:
         ms_s, ms_g, ms_sg = mean_squares(z)
-        kn = k * n
-        est = ms_s + ms_g - ms_sg
-        if est > 0:
-            var = est / kn
-            df = _satterthwaite([(ms_s, k - 1), (ms_g, n - 1), (-ms_sg, (k - 1) * (n - 1))])
-            method = "seeds x games"
-        else:
-            var = (ms_s + ms_g) / kn
-            df = _satterthwaite([(ms_s, k - 1), (ms_g, n - 1)])
-            method = "seeds x games (conservative)"
+        games = max(ms_g - ms_sg, 0.0)
+        var = (ms_s + games) / (k * n)
+        df = float(k - 1)
+        method = "seeds x games" if ms_g >= ms_sg else "seeds x games (game part 0)"
     se = float(np.sqrt(max(var, 0.0)))
     if se == 0.0:
         p = 1.0 if diff == 0.0 else 0.0

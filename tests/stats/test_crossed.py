@@ -27,15 +27,28 @@ def test_the_interval_is_the_two_way_random_models() -> None:
     y = (rng.random((4, 12)) < 0.4).astype(float)
     c = compare_crossed(x, y, 0.95)
     ms_s, ms_g, ms_sg = _anova(x - y)
-    assert ms_s + ms_g - ms_sg > 0
-    var = (ms_s + ms_g - ms_sg) / 48
-    df = (ms_s + ms_g - ms_sg) ** 2 / (ms_s ** 2 / 3 + ms_g ** 2 / 11 + ms_sg ** 2 / 33)
+    assert ms_g > ms_sg
+    var = (ms_s + ms_g - ms_sg) / 48  # seeds' part MS_S, games' part MS_G - MS_SG
+    df = 3  # the seeds'
+
     q = sps.t.ppf(0.975, df)
     assert c.diff == pytest.approx((x - y).mean())
     assert c.se == pytest.approx(np.sqrt(var)) and c.df == pytest.approx(df)
     assert (c.ci_low, c.ci_high) == pytest.approx((c.diff - q * c.se, c.diff + q * c.se))
     assert c.p_value == pytest.approx(2 * sps.t.sf(abs(c.diff) / c.se, df))
     assert c.method == "seeds x games"
+
+
+def test_a_vanishing_game_part_keeps_a_sane_interval() -> None:
+    # the games' part estimated below zero: set to 0, the seeds' part alone, k - 1 df (a
+    # Satterthwaite over MS_S + MS_G - MS_SG would give a fraction of a degree of freedom)
+    x = np.array([[1, 0, 1, 0, 1, 0], [0, 1, 0, 1, 0, 1], [1, 1, 0, 0, 1, 1.0]])
+    y = np.zeros_like(x)
+    c = compare_crossed(x, y)
+    ms_s, ms_g, ms_sg = _anova(x - y)
+    assert ms_g < ms_sg and c.method == "seeds x games (game part 0)"
+    assert c.df == pytest.approx(2) and c.se == pytest.approx(np.sqrt(ms_s / 18))
+    assert c.ci_high - c.ci_low < 2
 
 
 def test_one_seed_covers_the_games_only_and_says_so() -> None:
@@ -47,32 +60,33 @@ def test_one_seed_covers_the_games_only_and_says_so() -> None:
 
 
 @pytest.mark.slow
-def test_the_interval_covers_under_seed_and_game_effects() -> None:
-    # An arm whose seeds differ (sd 0.15 in success probability) against a fixed policy on
-    # games of different difficulty (sd 0.2), no true difference on average: a games-only
-    # interval (ignoring the seeds) would cover far less than 95%; this one covers ~95%.
-    rng = np.random.default_rng(11)
-    k, n, studies = 3, 40, 2000
-    covered = games_only = 0
+@pytest.mark.parametrize(("k", "n", "sd_seed", "sd_game"),
+                         [(2, 48, 0.1, 0.2), (3, 40, 0.15, 0.2), (10, 48, 0.1, 0.2)])
+def test_the_interval_covers_under_seed_and_game_effects(k: int, n: int, sd_seed: float,
+                                                         sd_game: float) -> None:
+    # An arm whose seeds differ (in success probability) against a fixed policy, on games
+    # of different difficulty, Bernoulli episodes; the truth is the population difference
+    # (over seeds and games). The 95% interval covers at least 95% (within 3 Monte-Carlo
+    # errors); one over the games alone, ignoring the seeds, covers far less.
+    rng = np.random.default_rng(11 + k)
+    g, a = rng.normal(0, sd_game, 400_000), rng.normal(0, sd_seed, 400_000)
+    truth = float(np.clip(0.5 + g + a, 0, 1).mean() - np.clip(0.5 + g, 0, 1).mean())
+    studies, covered, games_only = 2000, 0, 0
     for _ in range(studies):
-        game = rng.normal(0, 0.2, n)
-        seed = rng.normal(0, 0.15, (k, 1))
-        px = np.clip(0.5 + game + seed, 0, 1)
-        py = np.clip(0.5 + game, 0, 1)
-        truth = float(np.mean(np.clip(0.5 + game[None] + rng.normal(0, 0.15, (4000, 1)),
-                                      0, 1)) - py.mean())
+        game = rng.normal(0, sd_game, n)
+        px = np.clip(0.5 + game + rng.normal(0, sd_seed, (k, 1)), 0, 1)
+        py = np.broadcast_to(np.clip(0.5 + game, 0, 1), (k, n))
         x = (rng.random((k, n)) < px).astype(float)
-        y = (rng.random((k, n)) < np.broadcast_to(py, (k, n))).astype(float)
+        y = (rng.random((k, n)) < py).astype(float)
         c = compare_crossed(x, y, 0.95)
         covered += c.ci_low <= truth <= c.ci_high
         z = (x - y).mean(axis=0)
         h = sps.t.ppf(0.975, n - 1) * z.std(ddof=1) / np.sqrt(n)
         games_only += z.mean() - h <= truth <= z.mean() + h
     rate = covered / studies
-    print(f"coverage {rate:.3f}, games only {games_only / studies:.3f}")
-    se = np.sqrt(0.95 * 0.05 / studies)
-    assert rate >= 0.95 - 3 * se, rate
-    assert games_only / studies < rate - 0.05  # what ignoring the seeds would have given
+    print(f"k={k} n={n}: coverage {rate:.3f}, games only {games_only / studies:.3f}")
+    assert rate >= 0.95 - 3 * np.sqrt(0.95 * 0.05 / studies), rate
+    assert games_only / studies < rate - 0.05
 
 
 def test_bad_shapes_are_refused() -> None:
