@@ -79,8 +79,10 @@ def budget_line(sw: Sweep, est: StudyEstimate, *, design: bool = False) -> str:
         return (f"{head}: EXCEEDED, the study needs about {fmt_hours(fit.need)} {est.unit}; "
                 "a launch is refused")
     risky = "; at the slowest measured rate it would not" if fit.risky else ""
-    return (f"{head}: fits, about {fmt_hours(limit.device_hours - fit.need)} {est.unit} "
-            f"left{risky}")
+    left = limit.device_hours - fit.need
+    price = price_of(sw.config.launcher)
+    money = _money(price, left) if price is not None else ""
+    return f"{head}: fits, about {fmt_hours(left)} {est.unit}{money} left{risky}"
 
 
 def _fit(est: StudyEstimate, limit: Limit) -> Fit | None:
