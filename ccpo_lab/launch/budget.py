@@ -97,6 +97,8 @@ def fits(limit: Limit, planned_runs: int, per_run: float, *, spent: float = 0.0,
 
 def refusal(limit: Limit, need: float, unit: str, price: Price | None) -> UserError:
     """The one-line error of a plan over budget: the key and value, and what it needs."""
-    money = f" ({price.of(need):.3g} {price.currency})" if price is not None else ""
+    cost = price.of(need) if price is not None else 0.0
+    amount = f"{cost:,.2f}" if cost >= 1 else f"{cost:.3g}"
+    money = f" ({amount} {price.currency})" if price is not None else ""
     return UserError(f"the study's estimated cost, {fmt_hours(need)} {unit}{money}, exceeds "
                      f"the budget; nothing was launched", key=limit.key, value=limit.text)
