@@ -2,11 +2,12 @@
 
 :func:`adaptive_section` reads ``<sweep>/adaptive.json`` (:mod:`ccpo_lab.adaptive.store`)
 into an :class:`~ccpo_lab.report.model.AdaptiveSection`: the seeds per arm at each look,
-every decision with its test, the boundary in force (Holm level, alpha spent, nominal
-level, |t|) and why, and each comparison's latest decision. :func:`apply_design` makes
-the main comparisons table take the design's verdicts for the comparisons it decides
-(not those of a naive fixed-sample re-test of all seeds, which ignores the looks), when
-the report reads the metric and window the design decided on.
+every decision with its test, the boundary in force (level: alpha / r with Holm, alpha
+with the joint family; alpha spent, nominal level, |t|) and why, and each comparison's
+latest decision. :func:`apply_design` makes the main comparisons table take the design's
+verdicts for the comparisons it decides (not those of a naive fixed-sample re-test of all
+seeds, which ignores the looks), when the report reads the metric and window the design
+decided on.
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ comparisons, at the report's power), and the verdict. Added here: P(X > Y) = Man
 U / (n_x n_y) with its bootstrap interval where that meets its level, step-1 identity, and
 for an arm with one seed (no sd across seeds) Welch power figures that assume its seed sd
 equals its within-run sd of evaluations (flagged). Such a comparison is always
-``unresolved``.
+``unresolved``. Each row also carries the correlation of the two arms' scores across
+their common seeds, with its Fisher-z interval, and what it means for the test used
+(:func:`correlation_note`).
 """
 
 from __future__ import annotations
@@ -61,6 +63,25 @@ def verdict_text(label: str, needed: int | None, resolvable: bool, assumed: bool
     return "unresolved"
 
 
+def correlation_note(r: float, low: float, high: float, n: int, test: str) -> str:
+    """What the arms' correlation across seeds means for the test used (one line)."""
+    if not np.isfinite(r):
+        return "" if n < 3 else "no correlation: an arm has no spread across seeds"
+    iv = f" [{low:.2f}, {high:.2f}]" if np.isfinite(low) else ""
+    what = f"seed correlation {r:.2f}{iv} over {n} seeds"
+    if test == "paired":
+        if np.isfinite(low) and low > 0:
+            return f"{what}: the seeds share an effect; pairing removes it"
+        if np.isfinite(high) and high < 0:
+            return f"{what}: negative; the paired test is conservative here"
+        return (f"{what}: no clear shared seed effect; pairing keeps {n - 1} df where an "
+                f"unpaired test has {2 * n - 2} (declare test: unpaired before the data, "
+                "never after, only for arms whose seeds share nothing)")
+    if np.isfinite(low) and low > 0:
+        return f"{what}: the seeds share an effect an unpaired test leaves in its noise"
+    return f"{what}: the unpaired test fits"
+
+
 def _improvement(x: np.ndarray, y: np.ndarray, arm: str, s: ReportSettings,
                  boot_min: int) -> tuple[float, Pair]:
     """P(X > Y) over seeds, and its bootstrap interval when both arms have ``boot_min``
@@ -84,6 +105,7 @@ def comparison_rows(arms: Sequence[ArmRow], s: ReportSettings) -> tuple[Comparis
     of one-seed arms.
     """
     from ccpo_lab.stats import bootstrap_min_runs, compare_pairs, seeds_needed, verdict
+    from ccpo_lab.stats.correlation import seed_correlation
 
     by_name: Mapping[str, ArmRow] = {a.arm: a for a in arms}
     per_seed = {name: _per_seed(a) for name, a in by_name.items()}
@@ -112,6 +134,9 @@ def comparison_rows(arms: Sequence[ArmRow], s: ReportSettings) -> tuple[Comparis
         poi, ci_poi = _improvement(per_seed[row.arm][1], per_seed[row.reference][1], row.arm,
                                    s, boot_min)
         agree = step1_agreement(_fingerprints(arm), fp_y)
+        r, r_lo, r_hi, r_n = seed_correlation(per_seed[row.arm][1], per_seed[row.reference][1],
+                                              per_seed[row.arm][0],
+                                              per_seed[row.reference][0], s.confidence)
         out.append(ComparisonRow(
             arm=row.arm, reference=row.reference, paired=c.test == "paired", test=c.test,
             n_x=c.n_x, n_y=c.n_y, n_pairs=c.n_pairs, diff=num(c.diff),
@@ -121,5 +146,7 @@ def comparison_rows(arms: Sequence[ArmRow], s: ReportSettings) -> tuple[Comparis
             power_sd_assumed=assumed, verdict=v.label,
             verdict_text=verdict_text(v.label, needed, resolvable, assumed), reason=v.reason,
             step1_verified=agree.verified, step1=agree.status, step1_detail=agree.detail,
+            seed_correlation=num(r), ci_seed_correlation=interval(r_lo, r_hi),
+            seed_correlation_note=correlation_note(r, r_lo, r_hi, r_n, c.test),
         ))
     return tuple(out)

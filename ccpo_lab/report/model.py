@@ -216,6 +216,12 @@ class ComparisonRow:
     """The verdict, seeds needed and reason come from the sweep's adaptive design (its
     group-sequential looks, :class:`AdaptiveSection`), not from this row's fixed-sample
     test; ``p_holm`` is then None (a fixed-sample Holm re-test is not its test)."""
+    seed_correlation: float | None = None
+    """Correlation of X's and Y's scores across their common seeds (None below 3)."""
+    ci_seed_correlation: Pair = field(default=NO_INTERVAL, metadata=INTERVAL)
+    """Its Fisher-z interval at the report's confidence (None below 4 common seeds)."""
+    seed_correlation_note: str = ""
+    """What the correlation means for the test used (one line)."""
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,10 @@ def test_the_model_holds_the_looks_and_the_design_verdicts(adaptive_report: Repo
         (1, "gigpo", "better"), (1, "ccpo-return-hard", "continue"),
         (2, "ccpo-return-hard", "unresolved")]
     first = a.looks[0]
-    assert first.level == 0.025 and first.nominal is not None and first.p is not None
+    # the joint family (issue 31): the level is alpha, the boundary the max-|t| one of the
+    # 2 open comparisons (Holm's alpha / 2 before)
+    assert first.level == 0.05 and first.nominal is not None and first.p is not None
+    assert "joint boundary of 2 open comparison(s)" in first.reason
     assert first.p <= first.nominal  # rejected at its boundary
     v = {r.arm: r for r in a.verdicts}
     assert v["gigpo"].look == 1 and v["ccpo-return-hard"].look == 2

@@ -75,3 +75,15 @@ def test_bad_pairs_are_refused_naming_the_key(tmp_path: Path, pairs: list[list[s
     with pytest.raises(UserError, match=why) as err:
         load_sweep(path)
     assert "analysis.pairs[" in str(err.value) and str(path) in str(err.value)
+
+
+def test_each_pair_carries_its_seed_correlation(tmp_path: Path) -> None:
+    """The twins share a seed effect (0.05 per seed): the report shows the correlation
+    across seeds with its interval, and that pairing removes it (issue 31)."""
+    report = build_report(study(tmp_path))
+    hard = {c.arm: c for c in report.model.comparisons}["ccpo-return-hard-as-run"]
+    assert hard.seed_correlation is not None and hard.seed_correlation > 0.9
+    low, high = hard.ci_seed_correlation
+    assert low is not None and high is not None and low < hard.seed_correlation < high
+    assert "pairing removes it" in hard.seed_correlation_note
+    assert "over 4 seeds" in hard.seed_correlation_note
