@@ -2,7 +2,7 @@
 
 A simulated study draws ``max_seeds`` seeds of every arm at once; the adaptive design sees
 their prefixes look by look (3, 6, 9, 12 ...), exactly as a real sweep would see seeds in
-order, and the fixed design sees all ``max_seeds`` (Holm at ``alpha``, the report's rule).
+order, and the fixed design sees all ``max_seeds`` (the design's family at one look).
 Both read the same draws, so their difference has a small Monte-Carlo error.
 
 The per-look rule is the one :func:`ccpo_lab.adaptive.decide.decide_look` applies (the

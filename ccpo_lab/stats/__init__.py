@@ -21,6 +21,9 @@ Layers (each a module; all re-exported here):
 * :mod:`.sequential` -- group-sequential tests for adaptive seeds: Lan-DeMets alpha
   spending, boundaries calibrated for t-tests at few seeds, Holm across looks and
   comparisons, non-binding futility (used by :mod:`ccpo_lab.adaptive`).
+* :mod:`.joint` -- the joint max-|t| group-sequential boundary of the comparisons sharing
+  a reference, with the family's pooled variance (the adaptive design's default family).
+* :mod:`.correlation` -- two arms' correlation across their common seeds, with its interval.
 
 Conventions: nan marks a missing value; inputs' nan entries are dropped where a
 per-seed or per-evaluation vector is expected, and propagate (result nan) where
