@@ -39,6 +39,7 @@ demo: setup
 TRAINER_VENV ?= $(HOME)/.cache/ccpo-lab/verl-agent-cpu
 test: setup
 	-@scripts/tex-deps.sh  # best effort: pdflatex + booktabs for tests/report/test_latex.py
+	-@scripts/skypilot-env.sh  # best effort: SkyPilot's parser, in its own venv (tests/launch/test_skypilot.py)
 	@set -o pipefail; status=0; \
 	if [ -x scripts/slurm-local.sh ]; then scripts/slurm-local.sh up || { echo "slurm-up failed"; exit 1; }; fi; \
 	if [ -n "$$CCPO_LAB_VERL_AGENT" ]; then \

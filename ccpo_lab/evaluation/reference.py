@@ -75,7 +75,7 @@ def _hub(value: str) -> Reference:
         )
     except ImportError:
         raise UserError("reading a Hub model needs huggingface_hub (pip install "
-                        "huggingface_hub)", key="--reference", value=value) from None
+                        "'ccpo-lab[hub]')", key="--reference", value=value) from None
     offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
     try:
         path = Path(snapshot_download(repo, revision=revision or None, cache_dir=_cache_dir(),

@@ -74,7 +74,7 @@ def export_local(src: Path, dest: Path, run_config: dict[str, Any]) -> list[str]
         from safetensors.torch import save
     except ImportError:
         raise UserError("writing the local policy's weights needs the safetensors package "
-                        "(pip install safetensors)", file=src) from None
+                        "(pip install 'ccpo-lab[hub]')", file=src) from None
     try:
         state = load_checkpoint(src)
     except Exception as e:  # torch's unpickler raises several kinds for a damaged file

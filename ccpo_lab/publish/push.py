@@ -59,9 +59,14 @@ def push_plan(manifest: dict[str, Any]) -> tuple[Step, ...]:
 
 
 def check_repo_id(repo: str) -> None:
-    """UserError for a repository id the Hub refuses (``huggingface_hub``'s own check)."""
-    from huggingface_hub.errors import HFValidationError
-    from huggingface_hub.utils import validate_repo_id
+    """UserError for a repository id the Hub refuses (``huggingface_hub``'s own check), or
+    when ``huggingface_hub`` is not installed."""
+    try:
+        from huggingface_hub.errors import HFValidationError
+        from huggingface_hub.utils import validate_repo_id
+    except ImportError:
+        raise UserError("pushing needs huggingface_hub (pip install 'ccpo-lab[hub]')",
+                        key="--push", value=repo) from None
 
     try:
         validate_repo_id(repo)
