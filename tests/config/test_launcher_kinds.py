@@ -40,7 +40,8 @@ def test_the_builtin_kinds_name_their_launcher_by_string() -> None:
     for kind, (settings, launcher) in BUILTIN.items():
         assert settings().kind == kind
         module, _, cls = launcher.partition(":")
-        assert module == f"ccpo_lab.launch.{kind}" and cls.endswith("Launcher")
+        # the module is the kind without its dashes (ray-jobs: ccpo_lab.launch.rayjobs)
+        assert module == f"ccpo_lab.launch.{kind.replace('-', '')}" and cls.endswith("Launcher")
     with pytest.raises(UserError, match="unknown launcher") as e:
         settings_class("nope", file="x.yaml")
     assert e.value.valid == kinds() and e.value.file == "x.yaml"
