@@ -13,8 +13,9 @@ the runs under way so scaled. Nothing is projected before one run has a step to 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from ccpo_lab.launch.status import RunStatus
 from ccpo_lab.runs.cost import read_cost
@@ -98,23 +99,30 @@ def cost_line(rows: Sequence[RunStatus]) -> str | None:
     price = recorded_price(rows)
     if price is not None:
         per, cur = price
-        text += f"; at {per:g} {cur} per device-hour: {_money(u.used * per)} {cur} used"
+        text += f"; at {per:g} {cur} per device-hour: {money_text(u.used * per)} {cur} used"
         if u.projected is not None and u.completed < u.runs:
-            text += f", about {_money(u.projected * per)} {cur} for the sweep"
+            text += f", about {money_text(u.projected * per)} {cur} for the sweep"
     return text
 
 
-def _money(x: float) -> str:
+def money_text(x: float) -> str:
+    """An amount of money: two decimals from 1 on, three significant digits below."""
     return f"{x:,.2f}" if x >= 1 else f"{x:.3g}"
 
 
 def recorded_price(rows: Sequence[RunStatus]) -> tuple[float, str] | None:
+    """``(price per device-hour, currency)`` the runs were launched with
+    (:func:`price_of_runs`)."""
+    return price_of_runs(r.path for r in rows)
+
+
+def price_of_runs(paths: Iterable[str | Path]) -> tuple[float, str] | None:
     """``(price per device-hour, currency)`` the runs were launched with (the launcher
     settings each run's ``config.yaml`` records: ``launcher.price_per_device_hour``,
     ``launcher.currency``) of the first run that records its launcher; None without one."""
-    for r in rows:
+    for path in paths:
         try:
-            launcher = RunDir(r.path).read_config().get("launcher") or {}
+            launcher = RunDir(Path(path)).read_config().get("launcher") or {}
         except (OSError, ValueError):
             continue
         per, cur = launcher.get("price_per_device_hour"), launcher.get("currency")

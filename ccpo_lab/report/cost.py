@@ -22,6 +22,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ccpo_lab.launch.costline import price_of_runs
 from ccpo_lab.report.model import (
     AdaptiveCostRow,
     CostArmRow,
@@ -152,10 +153,14 @@ def cost_section(model: ReportModel, run_dirs: Mapping[str, Sequence[Path]]) -> 
     more = tuple(m for c in model.comparisons
                  if (m := _more(c.arm, c.reference, c.seeds_needed, c.n_x, c.n_y, per))
                  is not None)
-    return CostSection(device=device, unit=unit(device),
-                       total=sum(r.total or 0.0 for r in known),
+    total = sum(r.total or 0.0 for r in known)
+    price = price_of_runs(p for paths in run_dirs.values() for p in paths)
+    return CostSection(device=device, unit=unit(device), total=total,
                        runs=sum(r.runs for r in known), arms=tuple(rows), more=more,
-                       adaptive=_adaptive(model, rows))
+                       adaptive=_adaptive(model, rows),
+                       price_per_device_hour=None if price is None else price[0],
+                       currency=None if price is None else price[1],
+                       money=None if price is None else total * price[0])
 
 
 def add_cost(model: ReportModel, run_dirs: Mapping[str, Sequence[Path]]) -> ReportModel:
@@ -182,8 +187,9 @@ def add_cost(model: ReportModel, run_dirs: Mapping[str, Sequence[Path]]) -> Repo
 def sweep_cost_values(sweep_dir: Path) -> dict[str, float]:
     """``cost/*`` of a sweep directory for tracking (the MLflow parent run, the W&B group):
     device-hours per arm (``cost/<arm>/device_hours``, ``.../per_run``) and in total
-    (``cost/device_hours``), runs with a cost (``cost/runs``); from ``run.json`` alone
-    (quick: the live sync computes it every round)."""
+    (``cost/device_hours``), runs with a cost (``cost/runs``), and at the price the runs
+    were launched with ``cost/money_<CURRENCY>``; from ``run.json`` (and the first run's
+    ``config.yaml`` for the price) alone (quick: the live sync computes it every round)."""
     newest, _ = SweepDir(Path(sweep_dir)).newest()
     by_arm: dict[str, list[tuple[RunCost, str | None, int | None]]] = {}
     for f in newest.values():
@@ -209,4 +215,7 @@ def sweep_cost_values(sweep_dir: Path) -> dict[str, float]:
     if runs:
         out["cost/device_hours"] = grand
         out["cost/runs"] = float(runs)
+        price = price_of_runs(f.path for f in newest.values())
+        if price is not None:
+            out[f"cost/money_{price[1]}"] = grand * price[0]
     return out

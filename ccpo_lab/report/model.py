@@ -487,6 +487,12 @@ class CostSection:
     """Per comparison with a seeds-needed figure."""
     adaptive: AdaptiveCostRow | None = field(default=None, metadata=NESTED)
     """The adaptive design against the fixed design (None: fixed seeds)."""
+    price_per_device_hour: float | None = None
+    """The price the runs were launched with (``launcher.price_per_device_hour``)."""
+    currency: str | None = None
+    """Its currency (``launcher.currency``)."""
+    money: float | None = None
+    """``total`` at that price."""
 
 
 @dataclass(frozen=True)

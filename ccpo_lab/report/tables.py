@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ccpo_lab.launch.costline import money_text
 from ccpo_lab.report.model import ArmRow, ReportModel
 from ccpo_lab.report.numbers import Pair, is_rate
 from ccpo_lab.textout import fmt_hours
@@ -532,6 +533,11 @@ def cost_table(model: ReportModel) -> Table | None:
              "peak memory: the largest over the arm's runs (GPU allocated on verl, the "
              "process's peak RSS on the CPU backend); throughput: mean over steps and runs "
              "(tokens/s/GPU on verl, environment steps/s on the CPU backend)"]
+    if c.money is not None and c.price_per_device_hour is not None:
+        notes.append(f"money: {money_text(c.money)} {c.currency} for the {fmt_hours(c.total)} "
+                     f"{u} so far, at {c.price_per_device_hour:g} {c.currency} per "
+                     "device-hour (launcher.price_per_device_hour, as the runs were "
+                     "launched)")
     retried = [f"{a.arm} ({a.attempts} attempts for {a.runs} runs)" for a in c.arms
                if a.attempts > a.runs]
     if retried:

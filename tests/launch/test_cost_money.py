@@ -1,5 +1,5 @@
-"""``status`` turns the device-hours into money at the price the runs were launched with
-(issue 33)."""
+"""``status``, ``report`` and the tracking summary turn the device-hours into money at the
+price the runs were launched with (issue 33)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from ccpo_lab.cli.main import main
-from ccpo_lab.launch.costline import cost_line, recorded_price, sweep_usage
+from ccpo_lab.launch.costline import cost_line, money_text, recorded_price, sweep_usage
 from ccpo_lab.launch.status import collect_status
+from ccpo_lab.report.analysis import build_report
+from ccpo_lab.report.cost import sweep_cost_values
 from ccpo_lab.runs.layout import SweepDir
 
 
@@ -29,6 +31,14 @@ def test_status_shows_the_money_at_the_launch_price(workdir: Path,
     capsys.readouterr()
     assert main(["status", str(results / "smoke")]) == 0
     assert "EUR used" in capsys.readouterr().out
+    # the report's cost section and the tracking summary carry it too
+    cost = build_report(results / "smoke").model.cost
+    assert cost is not None and cost.currency == "EUR" and cost.price_per_device_hour == 3
+    assert cost.money == pytest.approx(cost.total * 3)
+    assert sweep_cost_values(results / "smoke")["cost/money_EUR"] == pytest.approx(
+        cost.total * 3, rel=1e-6)
+    assert main(["report", str(results / "smoke")]) == 0
+    assert f"money: {money_text(cost.money)} EUR" in capsys.readouterr().out
     # runs launched without a price: no money
     assert main(["sweep", smoke, "launcher=inline", "--results", str(workdir / "other"),
                  "seeds=[0]", "arms=[grpo]"]) == 0
