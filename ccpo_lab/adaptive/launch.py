@@ -190,6 +190,10 @@ def launch_adaptive(sw: Sweep, results: str | Path, *, new_run: bool = False,
             write_record(sweep, record)
         while True:
             record, runs = _decide_ready(record, sw, results, new_run, console)
+            if (stop := _over_budget(sw, results, record, runs)) is not None:
+                for line in stop:
+                    console.print(line, highlight=False, markup=False, soft_wrap=True)
+                return 0
             code = _launch(sw, results, record, runs, new_run=new_run,
                            retry_failed=retry_failed, console=console)
             runs = _read_runs(sw, results, record, new_run)
@@ -212,6 +216,17 @@ def launch_adaptive(sw: Sweep, results: str | Path, *, new_run: bool = False,
                 console.print("stopped waiting; the runs go on: run the same command again "
                               "to continue the design", highlight=False, markup=False)
                 return 130
+
+
+def _over_budget(sw: Sweep, results: Path, record: DesignRecord, runs: _Runs
+                 ) -> list[str] | None:
+    """Why the look's new runs (assigned, never launched) are not launched: the budget
+    (:mod:`ccpo_lab.adaptive.budget`); None when they fit or no budget is set."""
+    from ccpo_lab.adaptive.budget import look_over_budget
+
+    new = [k for k in runs.not_done() if k not in runs.rows]
+    expanded, assigned = assigned_runs(sw, record)
+    return look_over_budget(sw, expanded, assigned, results, record, new)
 
 
 def _launch(sw: Sweep, results: Path, record: DesignRecord, runs: _Runs, *, new_run: bool,
