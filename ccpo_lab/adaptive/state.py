@@ -73,8 +73,9 @@ class Decision:
     p_value: float | None
     """Two-sided p-value of this look's t-test (unadjusted; the boundary does the rest)."""
     level: float
-    """The comparison's Holm share of alpha in force: ``alpha / r`` with ``r`` comparisons
-    not yet rejected (after this look's earlier rejections, if it was rejected)."""
+    """The level in force: with ``family: holm`` the comparison's Holm share of alpha,
+    ``alpha / r`` with ``r`` comparisons not yet rejected (after this look's earlier
+    rejections, if it was rejected); with ``family: joint`` the family's alpha."""
     alpha_spent: float | None
     """Cumulative two-sided alpha that ``level`` has spent by this look."""
     nominal: float | None

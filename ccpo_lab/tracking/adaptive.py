@@ -47,9 +47,9 @@ def adaptive_tags(record: DesignRecord) -> dict[str, str]:
     tags = {f"{TAG}.looks": str(len(state.looks)),
             f"{TAG}.finished": str(state.finished).lower()}
     closed_at = {d.key: look.index for look in state.looks for d in look.decisions}
+    level = "family level" if state.design.family == "joint" else "level alpha/r ="
     for key, d in state.last_decisions().items():
         threshold = "" if d.nominal is None else f", p <= {d.nominal:.3g} needed"
         tags[f"{TAG}.{d.arm}_vs_{d.baseline}"] = (
-            f"{d.verdict_text()} (look {closed_at[key]}, level alpha/r = {d.level:.3g}"
-            f"{threshold})")
+            f"{d.verdict_text()} (look {closed_at[key]}, {level} {d.level:.3g}{threshold})")
     return tags

@@ -26,8 +26,9 @@ def test_the_parent_run_gets_the_looks(tmp_path: Path) -> None:
     parent = client.get_run(again.parent_run_id)
     tags = parent.data.tags
     assert tags["ccpo_lab.adaptive.looks"] == "2" and tags["ccpo_lab.adaptive.finished"] == "true"
-    assert tags["ccpo_lab.adaptive.gigpo_vs_grpo"].startswith("better (look 1, level alpha/r "
-                                                              "= 0.025, p <= ")
+    # the default design's joint family: the level in force is the family's alpha
+    assert tags["ccpo_lab.adaptive.gigpo_vs_grpo"].startswith("better (look 1, family level "
+                                                              "0.05, p <= ")
     assert tags["ccpo_lab.adaptive.ccpo-return-hard_vs_grpo"].startswith("unresolved (")
     p = client.get_metric_history(parent.info.run_id, "adaptive/ccpo-return-hard_vs_grpo/p")
     assert sorted(m.step for m in p) == [1, 2]
