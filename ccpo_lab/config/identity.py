@@ -62,8 +62,12 @@ def canonical_json(value: Any) -> str:
 
 
 def identity_dict(run: RunConfig) -> dict[str, Any]:
-    """The result-relevant part of a run configuration as a plain dict."""
-    return {
+    """The result-relevant part of a run configuration as a plain dict.
+
+    The environment and its settings enter only when it is not ALFWorld, the default: a
+    run written before environments existed keeps its id.
+    """
+    out = {
         "identity_version": IDENTITY_VERSION,
         "seed": run.seed,
         "estimator": {"name": run.estimator.name, "params": to_plain(
@@ -74,6 +78,10 @@ def identity_dict(run: RunConfig) -> dict[str, Any]:
             run.backend.kind: to_plain(run.backend.settings, identity_only=True),
         },
     }
+    if run.environment != "alfworld":
+        out["environment"] = {"name": run.environment, run.environment: to_plain(
+            run.env_settings, identity_only=True)}
+    return out
 
 
 def hash_identity(identity: Mapping[str, Any]) -> str:

@@ -13,6 +13,13 @@ from typing import Any
 
 from ccpo_lab.config.analysis import BOOTSTRAP_REPS_RANGE, AnalysisConfig  # noqa: F401 (re-exported)
 from ccpo_lab.config.backends import BACKENDS, backend_settings  # noqa: F401 (re-exported)
+from ccpo_lab.config.environments import (
+    DEFAULT_ENVIRONMENT,
+    ENVIRONMENTS,
+    AlfworldSettings,
+    SokobanSettings,
+    WebshopSettings,
+)
 from ccpo_lab.config.identity import identity_dict, run_id
 from ccpo_lab.config.launcher import LauncherSettings
 from ccpo_lab.config.protocol import ProtocolConfig
@@ -50,6 +57,24 @@ class BackendConfig:
     def kinds(cls) -> tuple[str, ...]:
         """The registered backends (every field but ``kind``)."""
         return tuple(f.name for f in fields(cls) if f.name != "kind")
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Each environment's settings (``env.<name>``), a field per registered environment
+    (:data:`~ccpo_lab.config.environments.ENVIRONMENTS`): a key of one environment
+    under another is an unknown key."""
+
+    alfworld: AlfworldSettings = field(default_factory=AlfworldSettings)
+    sokoban: SokobanSettings = field(default_factory=SokobanSettings)
+    webshop: WebshopSettings = field(default_factory=WebshopSettings)
+
+    def of(self, name: str) -> Any:
+        """The settings of environment ``name``."""
+        return getattr(self, name)
+
+
+assert set(f.name for f in fields(EnvConfig)) == set(ENVIRONMENTS), "EnvConfig vs registry"
 
 
 @dataclass(frozen=True)
@@ -108,6 +133,11 @@ class SweepConfig:
     """Arm names (files ``<arms_dir>/<name>.yaml``)."""
     seeds: list[int] = field(default_factory=list)
     """Run seeds; every arm runs every seed."""
+    environments: list[str] = field(default_factory=lambda: [DEFAULT_ENVIRONMENT])
+    """Environments every (arm, seed) runs on (:mod:`ccpo_lab.config.environments`);
+    several make one sweep directory per environment under ``<results>/<sweep>/``."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """Each environment's settings."""
     arms_dir: str | None = None
     """Directory of arm files; default ``arms/`` beside the sweep's directory, then ``./arms``."""
     backend: BackendConfig = field(default_factory=BackendConfig)
@@ -182,6 +212,15 @@ class RunConfig:
     """Sweep protocol with the arm's ``training`` overrides applied."""
     backend: BackendConfig
     """Backend and settings."""
+    environment: str = DEFAULT_ENVIRONMENT
+    """The environment the run plays."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """Environment settings (the run reads its :attr:`environment`'s)."""
+
+    @property
+    def env_settings(self) -> Any:
+        """The settings of the run's environment."""
+        return self.env.of(self.environment)
 
     @property
     def identity(self) -> dict[str, Any]:

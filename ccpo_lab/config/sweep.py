@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ccpo_lab.config.adaptive import adaptive_design
 from ccpo_lab.config.arms import load_arm
 from ccpo_lab.config.armspath import ArmsPath, arms_path
+from ccpo_lab.config.environments import ENVIRONMENTS, check_environments
 from ccpo_lab.config.identity import to_plain
 from ccpo_lab.config.launcher import LauncherSettings, Where
 from ccpo_lab.config.launchers.kinds import build_settings, not_a_setting, settings_class
@@ -57,6 +58,9 @@ class Sweep:
     """The sweep file."""
     overrides: tuple[str, ...] = ()
     """Command-line overrides applied."""
+    family: tuple[str, ...] = ()
+    """Set on one environment of a sweep over several (:meth:`per_environment`): the
+    sweep's environments. Its directory is then ``<results>/<name>/<environment>/``."""
 
     @property
     def name(self) -> str:
@@ -64,9 +68,39 @@ class Sweep:
         return self.config.name
 
     @property
+    def environments(self) -> list[str]:
+        """The environments the sweep runs on."""
+        return list(self.config.environments)
+
+    @property
+    def environment(self) -> str:
+        """The one environment of a single-environment sweep (or of one environment of a
+        sweep over several); a ``ValueError`` for a sweep over several."""
+        if len(self.config.environments) != 1:
+            raise ValueError(f"sweep {self.name} runs on {self.config.environments}: take "
+                             "per_environment() first")
+        return self.config.environments[0]
+
+    @property
+    def multi_environment(self) -> bool:
+        """True for a sweep over several environments (one directory each)."""
+        return len(self.config.environments) > 1
+
+    def per_environment(self) -> list[Sweep]:
+        """One sweep per environment, each launched, listed and reported like any sweep
+        in ``<results>/<name>/<environment>/``; a single-environment sweep is itself."""
+        if not self.multi_environment:
+            return [self]
+        envs = tuple(self.config.environments)
+        return [dataclasses.replace(self, config=dataclasses.replace(
+            self.config, environments=[e]), family=envs) for e in envs]
+
+    @property
     def runs(self) -> list[RunConfig]:
         """Every (arm, seed) run, arms outermost, in file order."""
-        return [make_run(self.config, arm, seed) for arm in self.arms for seed in self.config.seeds]
+        env = self.environment
+        return [make_run(self.config, arm, seed, env) for arm in self.arms
+                for seed in self.config.seeds]
 
     @property
     def reference_arm(self) -> str:
@@ -94,11 +128,23 @@ class Sweep:
         return [f"{', '.join(names)}: {w}" for w, names in arms.items()]
 
     def sweep_dir(self, results: str | Path) -> Path:
-        """``<results>/<sweep name>``."""
+        """``<results>/<sweep name>``, or ``<results>/<sweep name>/<environment>`` for one
+        environment of a sweep over several."""
+        if self.family:
+            return Path(results) / self.config.name / self.environment
+        if self.multi_environment:
+            raise ValueError(f"sweep {self.name} runs on {self.config.environments}: each "
+                             "environment has its directory (per_environment())")
+        return Path(results) / self.config.name
+
+    def family_dir(self, results: str | Path) -> Path:
+        """``<results>/<sweep name>``: the sweep's directory, or (over several
+        environments) the folder of its environments' directories."""
         return Path(results) / self.config.name
 
 
-def make_run(sweep: SweepConfig, arm: ArmConfig, seed: int) -> RunConfig:
+def make_run(sweep: SweepConfig, arm: ArmConfig, seed: int,
+             environment: str | None = None) -> RunConfig:
     """The resolved run of ``arm`` at ``seed`` (arm ``training`` overrides the protocol).
 
     Estimator parameters bound to a protocol key (``invalid_penalty`` <-
@@ -116,8 +162,9 @@ def make_run(sweep: SweepConfig, arm: ArmConfig, seed: int) -> RunConfig:
     if bound:
         params = {**estimator.params, **{k: getattr(protocol, key) for k, key in bound.items()}}
         estimator = dataclasses.replace(estimator, params=params)
+    env = environment or sweep.environments[0]
     return RunConfig(sweep=sweep.name, arm=arm.name, seed=seed, estimator=estimator,
-                     protocol=protocol, backend=sweep.backend)
+                     protocol=protocol, backend=sweep.backend, environment=env, env=sweep.env)
 
 
 def _field_type(path: Sequence[str], launcher: type[LauncherSettings]) -> Any:
@@ -420,6 +467,9 @@ def _check_sweep(cfg: SweepConfig, where: Any) -> None:
         raise UserError("unknown backend", file=where("backend.kind"), key="backend.kind",
                         value=cfg.backend.kind, valid=BackendConfig.kinds())
     _check_protocol(cfg.protocol, where)
+    check_environments(cfg.environments, cfg.backend.kind, where)
+    for name in ENVIRONMENTS:  # every environment's section, used or not
+        cfg.env.of(name).validate(where, f"env.{name}")
     for kind in BackendConfig.kinds():  # every backend section, active or not
         settings = getattr(cfg.backend, kind)
         if hasattr(settings, "validate"):

@@ -45,9 +45,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ccpo_lab.config.environments import DEFAULT_ENVIRONMENT
 from ccpo_lab.config.identity import diff, format_diff, to_plain
 from ccpo_lab.config.protocol import ProtocolConfig
-from ccpo_lab.config.schema import BackendConfig, EstimatorConfig, RunConfig
+from ccpo_lab.config.schema import BackendConfig, EnvConfig, EstimatorConfig, RunConfig
 from ccpo_lab.config.validate import build
 from ccpo_lab.config.yamlio import (
     YamlLimitError,
@@ -687,10 +688,13 @@ def config_document(run: RunConfig, launcher: Mapping[str, Any] | None = None
     if launcher is not None:
         doc["launcher"] = dict(launcher)
     doc["backend_runtime"] = to_plain(run.backend.settings)
+    if run.environment != DEFAULT_ENVIRONMENT:
+        doc["environment_runtime"] = to_plain(run.env_settings)
     return doc
 
 
-_NON_IDENTITY_KEYS = ("run_id", "sweep", "arm", "launcher", "backend_runtime")
+_NON_IDENTITY_KEYS = ("run_id", "sweep", "arm", "launcher", "backend_runtime",
+                      "environment_runtime")
 
 
 def find_run_dir(sweep_dir: Path, run: RunConfig) -> RunDir | None:
@@ -769,6 +773,7 @@ def init_run_dir(rd: RunDir, run: RunConfig, launcher: Mapping[str, Any] | None 
         "seed": run.seed,
         "estimator": {"name": run.estimator.name, "params": dict(run.estimator.params)},
         "backend": run.backend.kind,
+        "environment": run.environment,
         **provenance(),
     })
     if not rd.state_json.exists():
@@ -797,12 +802,17 @@ def load_run_config(rd: RunDir) -> RunConfig:
     where = lambda _k: str(rd.config_yaml)  # noqa: E731
     kind = doc["backend"]["kind"]
     backend = {"kind": kind, kind: doc.get("backend_runtime", doc["backend"][kind])}
+    env_doc = doc.get("environment") or {}
+    environment = str(env_doc.get("name", DEFAULT_ENVIRONMENT))
+    env = {environment: doc.get("environment_runtime", env_doc.get(environment, {}))} \
+        if environment != DEFAULT_ENVIRONMENT else {}
     run = RunConfig(
         sweep=doc["sweep"], arm=doc["arm"], seed=int(doc["seed"]),
         estimator=EstimatorConfig(name=doc["estimator"]["name"], params=resolve_params(
             doc["estimator"]["name"], doc["estimator"]["params"], file=str(rd.config_yaml))),
         protocol=build(ProtocolConfig, doc["protocol"], key="protocol", where=where),
         backend=build(BackendConfig, backend, key="backend", where=where),
+        environment=environment, env=build(EnvConfig, env, key="env", where=where),
     )
     if run.run_id != doc.get("run_id"):
         raise UserError("config.yaml does not hash to its recorded run id (edited by hand?)",
