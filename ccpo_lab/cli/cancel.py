@@ -6,8 +6,6 @@ from pathlib import Path
 
 import typer
 
-from ccpo_lab.errors import UserError
-
 
 def register(app: typer.Typer) -> None:
     """Add the ``cancel`` command to ``app``."""
@@ -27,12 +25,22 @@ def cancel(
     A run executing on this host is sent SIGINT, then SIGKILL after --grace seconds, and
     cancel returns once it stopped; exit 1 when a run could not be stopped.
     """
-    from ccpo_lab.launch.cancel import cancel_runs
+    from ccpo_lab.cli.paths import environment_heading, sweep_dirs
 
-    if not sweep_dir.is_dir():
-        raise UserError("not a directory", file=sweep_dir,
-                        valid="a sweep's results directory, e.g. results/<sweep name>")
+    failed = False
+    for env, d in sweep_dirs(sweep_dir):
+        heading = environment_heading(env, d)
+        if heading:
+            typer.echo(heading)
+        failed = not _cancel(d, arm, seed, grace) or failed
+    if failed:
+        raise typer.Exit(1)
+
+
+def _cancel(sweep_dir: Path, arm: str | None, seed: int | None, grace: float) -> bool:
+    """Cancel in one sweep directory; False when a run could not be stopped."""
     from ccpo_lab.evaluation.track import cancel_evaluations
+    from ccpo_lab.launch.cancel import cancel_runs
 
     done, problems = cancel_runs(sweep_dir, arm=arm, seed=seed, grace_s=grace)
     evals, trouble = cancel_evaluations(sweep_dir, arm=arm, seed=seed, grace_s=grace)
@@ -46,5 +54,4 @@ def cancel(
                    f"({c.status.state}): {c.how}")
     for p in problems:
         typer.echo(f"error: {p}", err=True)
-    if problems:
-        raise typer.Exit(1)
+    return not problems

@@ -6,8 +6,6 @@ from pathlib import Path
 
 import typer
 
-from ccpo_lab.errors import UserError
-
 
 def register(app: typer.Typer) -> None:
     """Add the ``evaluate`` command to ``app``."""
@@ -54,17 +52,21 @@ def evaluate(
     draw too (same games, sampling seeds, splits, temperature); the report compares the
     arms with it game by game.
     """
+    from ccpo_lab.cli.paths import environment_heading, sweep_dirs
     from ccpo_lab.evaluation.launch import launch_evaluations
     from ccpo_lab.evaluation.reference import resolve
     from ccpo_lab.evaluation.spec import parse_request
 
-    if not sweep_dir.is_dir():
-        raise UserError("not a directory", file=sweep_dir,
-                        valid="a sweep's results directory, e.g. results/<sweep name>")
+    found = sweep_dirs(sweep_dir)
     request = parse_request(checkpoint, split, episodes, repeats, temperature, arm, seed)
     refs = list({r.identity: r for r in map(resolve, reference)}.values())
-    code = launch_evaluations(sweep_dir, request, wait=wait, dry_run=dry_run,
-                              retry_failed=retry_failed, launcher_kind=launcher,
-                              references=refs)
+    code = 0
+    for env, d in found:
+        heading = environment_heading(env, d)
+        if heading:
+            typer.echo(heading)
+        code = max(code, launch_evaluations(d, request, wait=wait, dry_run=dry_run,
+                                            retry_failed=retry_failed,
+                                            launcher_kind=launcher, references=refs))
     if code:
         raise typer.Exit(code)

@@ -50,3 +50,24 @@ def sweep_file(path: Path) -> Path:
     typer.secho(f"note: {path} is not here; using the shipped example {shipped}",
                 fg="yellow", err=True)
     return shipped
+
+
+def sweep_dirs(path: Path) -> list[tuple[str | None, Path]]:
+    """The sweep directories a command given ``path`` works on: ``path`` itself, or each
+    environment's directory of a sweep over several (:mod:`ccpo_lab.runs.family`), as
+    ``(environment, directory)``; refuse what is not a directory."""
+    from ccpo_lab.runs.family import environment_dirs
+
+    if not path.is_dir():
+        raise UserError("not a directory", file=path,
+                        valid="a sweep's results directory, e.g. results/<sweep name>")
+    found = environment_dirs(path)
+    if not found:
+        raise UserError("no environment's directory yet (nothing launched)", file=path)
+    return found
+
+
+def environment_heading(env: str | None, path: Path) -> str | None:
+    """The line that opens one environment's part of a command's output (None for a
+    plain sweep directory)."""
+    return None if env is None else f"== environment {env} ({path})"

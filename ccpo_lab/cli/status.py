@@ -35,14 +35,29 @@ def status(
     waits for a job. A failed run shows its exception and the tail of its stderr.
     """
 
+    from ccpo_lab.cli.paths import environment_heading, sweep_dirs
+
+    found = sweep_dirs(sweep_dir)
+    if as_json:
+        import json
+
+        records = [r for env, d in found for r in _records(d, env)]
+        typer.echo(json.dumps(records, indent=2, default=str))
+        return
+    for env, d in found:
+        heading = environment_heading(env, d)
+        if heading:
+            typer.echo(heading)
+        _status(d, watch, interval)
+
+
+def _status(sweep_dir: Path, watch: bool, interval: float) -> None:
+    """The status of one sweep directory."""
     from ccpo_lab.launch.display import make_console, print_status
     from ccpo_lab.launch.display import watch as watch_loop
     from ccpo_lab.launch.status import collect_status
     from ccpo_lab.runs.layout import SweepDir
 
-    if not sweep_dir.is_dir():
-        raise UserError("not a directory", file=sweep_dir,
-                        valid="a sweep's results directory, e.g. results/<sweep name>")
     runs = SweepDir(sweep_dir).run_dirs()
     if not runs:
         raise UserError("no runs found (expected <arm>/seed-<k>/run.json or sweep.json)",
@@ -51,9 +66,6 @@ def status(
     title = f"sweep {sweep_dir.name} ({sweep_dir})"
     from ccpo_lab.evaluation.track import print_eval_status
 
-    if as_json:
-        typer.echo(_as_json(sweep_dir, runs))
-        return
     if watch:
         rows = watch_loop(sweep_dir, console, runs=runs, interval=interval, title=title)
         if not console.is_terminal:
@@ -72,10 +84,21 @@ def status(
     print_eval_status(console, sweep_dir)
 
 
-def _as_json(sweep_dir: Path, runs: list[Any]) -> str:
-    """``--json``: every run (with its device-hours), then every evaluation job."""
-    import json
+def _records(sweep_dir: Path, env: str | None) -> list[dict[str, Any]]:
+    """``--json``: every run (with its device-hours), then every evaluation job; with
+    ``env`` (one environment of a sweep over several) each record names it."""
+    from ccpo_lab.runs.layout import SweepDir
 
+    runs = SweepDir(sweep_dir).run_dirs()
+    if not runs:
+        raise UserError("no runs found (expected <arm>/seed-<k>/run.json or sweep.json)",
+                        file=sweep_dir)
+    records = _as_records(sweep_dir, runs)
+    return records if env is None else [{"environment": env, **r} for r in records]
+
+
+def _as_records(sweep_dir: Path, runs: list[Any]) -> list[dict[str, Any]]:
+    """Every run (with its device-hours), then every evaluation job."""
     from ccpo_lab.evaluation.track import eval_status, status_records
     from ccpo_lab.launch.costline import sweep_usage
     from ccpo_lab.launch.status import collect_status
@@ -92,7 +115,7 @@ def _as_json(sweep_dir: Path, runs: list[Any]) -> str:
     records += [{**r.__dict__, "path": str(r.path), "terminal": r.terminal,
                  "owner": owner_record(r.owner), "log": r.log, "evaluation": e}
                 for r, e in zip(evals, status_records(evals), strict=True)]
-    return json.dumps(records, indent=2, default=str)
+    return records
 
 
 def _cost(console: Any, rows: list[RunStatus]) -> None:

@@ -64,21 +64,50 @@ def sweep(
         raise UserError(MULTIRUN, file="command line", key="--multirun")
     output_dir(results, "--results")
     sw = load_sweep(find_sweep_file(sweep_file), overrides or [])
-    for w in _unseen_warnings(sw, results, dry_run):
+    parts = _environments(sw, results, write=not dry_run)
+    for w in _unseen_warnings(parts[0], results, dry_run):
         typer.secho(f"warning: {w}", fg="yellow", err=True)
-    if dry_run:
-        only = None
-        if sw.design is not None:
-            from ccpo_lab.adaptive.launch import dry_run as adaptive_dry_run
-
-            sw, only, line = adaptive_dry_run(sw, results)
-            typer.echo(line)
-        print_plan(sw, results, new_run=new_run, retry_failed=retry_failed,
-                   commands=commands, only=only)
-        return
-    code = _launch(sw, results, new_run=new_run, wait=wait, retry_failed=retry_failed)
+    code = 0
+    for part in parts:
+        if part.family:
+            typer.echo(f"== environment {part.environment} ({part.sweep_dir(results)})")
+        if dry_run:
+            _dry_run(part, results, new_run=new_run, retry_failed=retry_failed,
+                     commands=commands)
+            continue
+        code = max(code, _launch(part, results, new_run=new_run, wait=wait,
+                                 retry_failed=retry_failed))
     if code:
         raise typer.Exit(code)
+
+
+def _environments(sw: Sweep, results: Path, *, write: bool) -> list[Sweep]:
+    """The sweep per environment (itself when it runs on one), after checking that its
+    folder under ``results`` holds this kind of sweep; ``write``: mark a new folder of a
+    sweep over several environments (:mod:`ccpo_lab.runs.family`)."""
+    from ccpo_lab.runs.family import check_family, check_not_family, write_family
+
+    folder = sw.family_dir(results)
+    if not sw.multi_environment:
+        check_not_family(folder)
+    elif write:
+        write_family(folder, sw.name, sw.environments)
+    else:
+        check_family(folder, sw.environments)
+    return sw.per_environment()
+
+
+def _dry_run(sw: Sweep, results: Path, *, new_run: bool, retry_failed: bool,
+             commands: bool) -> None:
+    """``--dry-run`` of one sweep (one environment's): the plan, nothing written."""
+    only = None
+    if sw.design is not None:
+        from ccpo_lab.adaptive.launch import dry_run as adaptive_dry_run
+
+        sw, only, line = adaptive_dry_run(sw, results)
+        typer.echo(line)
+    print_plan(sw, results, new_run=new_run, retry_failed=retry_failed,
+               commands=commands, only=only)
 
 
 def _launch(sw: Sweep, results: Path, *, new_run: bool, wait: bool, retry_failed: bool
@@ -160,7 +189,8 @@ def print_plan(sw: Sweep, results: Path, *, new_run: bool, retry_failed: bool = 
     console = Console()
     say = lambda text: console.print(text, highlight=False, markup=False,  # noqa: E731
                                      soft_wrap=True)
-    say(f"sweep {sw.name}: {len(sw.arms)} arms x {len(sw.config.seeds)} seeds = {len(plan)} "
+    env = f" on {sw.environment}" if sw.family or sw.environment != "alfworld" else ""
+    say(f"sweep {sw.name}{env}: {len(sw.arms)} arms x {len(sw.config.seeds)} seeds = {len(plan)} "
         f"runs -> {sw.sweep_dir(results)} (dry run, nothing written)")
     say(f"backend {sw.config.backend.kind}; launcher {launcher.kind}: {launcher.resources()}")
     console.print(fitted(_plan_table(plan, decisions)))

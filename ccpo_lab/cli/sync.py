@@ -63,14 +63,22 @@ def sync(
     MLFLOW_EXPERIMENT_NAME, WANDB_MODE, WANDB_PROJECT, WANDB_ENTITY; a line says when one
     decides), else the sweep's tracking section, else the default.
     """
+    from ccpo_lab.cli.paths import environment_heading, sweep_dirs
     from ccpo_lab.tracking.store import http_defaults
 
     _check_wandb_flags(wandb, wandb_mode, wandb_project, wandb_entity)
     http_defaults()
-    ok = _watch(sweep_dir, uri, experiment, every, follow_pid) if watch else \
-        _once(sweep_dir, uri, experiment, report_dir, wandb)
-    if wandb:
-        ok = _wandb(sweep_dir, wandb_mode, wandb_project, wandb_entity) and ok
+    ok = True
+    for env, d in sweep_dirs(sweep_dir):
+        heading = environment_heading(env, d)
+        if heading:
+            typer.echo(heading, err=True)
+        report = report_dir if env is None or report_dir is None else report_dir / env
+        done = _watch(d, uri, experiment, every, follow_pid) if watch else \
+            _once(d, uri, experiment, report if report and report.is_dir() else None, wandb)
+        if wandb:
+            done = _wandb(d, wandb_mode, wandb_project, wandb_entity) and done
+        ok = ok and done
     if not ok:
         raise typer.Exit(1)
 

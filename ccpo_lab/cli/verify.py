@@ -26,6 +26,20 @@ def verify(
     its groups did not collapse, 1 when any differs, lacks a fingerprint, or has fewer than
     half of its step-1 groups distinct.
     """
+    from ccpo_lab.cli.paths import environment_heading, sweep_dirs
+
+    failed = 0
+    for env, d in sweep_dirs(sweep_dir):
+        heading = environment_heading(env, d)
+        if heading:
+            typer.echo(heading)
+        failed += not _verify(d, reference)
+    if failed:
+        raise typer.Exit(1)
+
+
+def _verify(sweep_dir: Path, reference: str | None) -> bool:
+    """Verify one sweep directory; True when every seed is identical."""
     from ccpo_lab.runs.verify import collapse_line, format_checks, verify_sweep
 
     checks = verify_sweep(sweep_dir, reference)
@@ -39,5 +53,6 @@ def verify(
     if collapsed:
         typer.echo(collapsed, err=True)
     if bad or collapsed:
-        raise typer.Exit(1)
+        return False
     typer.echo(f"step-1 identity verified for all {len(checks)} seeds")
+    return True

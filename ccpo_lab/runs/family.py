@@ -65,16 +65,23 @@ def write_family(path: str | Path, sweep: str, environments: Sequence[str]) -> N
     keeps its directory and lists it still).
     """
     p = Path(path)
-    if (p / _MANIFEST).exists():
-        raise UserError("this folder holds a single-environment sweep; a sweep over several "
-                        "environments needs a folder of its own (rename the sweep)", file=p,
-                        key="environments", value=list(environments))
-    held = read_family(p) if is_family(p) else []
+    held = check_family(p, environments)
     merged = held + [e for e in environments if e not in held]
     if merged == held:
         return
     p.mkdir(parents=True, exist_ok=True)
     atomic_write_json(p / FAMILY, {"sweep": sweep, "environments": merged})
+
+
+def check_family(path: str | Path, environments: Sequence[str]) -> list[str]:
+    """Refuse a folder that holds a single-environment sweep for a sweep over several
+    environments (writes nothing); the environments it lists already."""
+    p = Path(path)
+    if (p / _MANIFEST).exists():
+        raise UserError("this folder holds a single-environment sweep; a sweep over several "
+                        "environments needs a folder of its own (rename the sweep)", file=p,
+                        key="environments", value=list(environments))
+    return read_family(p) if is_family(p) else []
 
 
 def check_not_family(path: str | Path) -> None:
