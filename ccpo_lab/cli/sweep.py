@@ -64,9 +64,16 @@ def sweep(
         raise UserError(MULTIRUN, file="command line", key="--multirun")
     output_dir(results, "--results")
     sw = load_sweep(find_sweep_file(sweep_file), overrides or [])
-    parts = _environments(sw, results, write=not dry_run)
+    parts = _environments(sw, results)
     for w in _unseen_warnings(parts[0], results, dry_run):
         typer.secho(f"warning: {w}", fg="yellow", err=True)
+    if sw.multi_environment:
+        from ccpo_lab.launch.costplan import check_budget, family_estimate
+        from ccpo_lab.runs.family import write_family
+
+        check_budget(parts[0], results, family_estimate(parts, results))  # the whole study's
+        if not dry_run:
+            write_family(sw.family_dir(results), sw.name, sw.environments)
     code = 0
     for part in parts:
         if part.family:
@@ -81,19 +88,16 @@ def sweep(
         raise typer.Exit(code)
 
 
-def _environments(sw: Sweep, results: Path, *, write: bool) -> list[Sweep]:
+def _environments(sw: Sweep, results: Path) -> list[Sweep]:
     """The sweep per environment (itself when it runs on one), after checking that its
-    folder under ``results`` holds this kind of sweep; ``write``: mark a new folder of a
-    sweep over several environments (:mod:`ccpo_lab.runs.family`)."""
-    from ccpo_lab.runs.family import check_family, check_not_family, write_family
+    folder under ``results`` holds this kind of sweep (:mod:`ccpo_lab.runs.family`)."""
+    from ccpo_lab.runs.family import check_family, check_not_family
 
     folder = sw.family_dir(results)
-    if not sw.multi_environment:
-        check_not_family(folder)
-    elif write:
-        write_family(folder, sw.name, sw.environments)
-    else:
+    if sw.multi_environment:
         check_family(folder, sw.environments)
+    else:
+        check_not_family(folder)
     return sw.per_environment()
 
 

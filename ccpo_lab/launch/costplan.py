@@ -8,6 +8,8 @@ The estimate is :mod:`ccpo_lab.launch.estimate`'s, the money the launcher's pric
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 
 from ccpo_lab.config.sweep import Sweep
@@ -23,6 +25,16 @@ def sweep_estimate(sw: Sweep, results: str | Path) -> StudyEstimate:
     launcher = launcher_for(sw, results)
     return estimate_study(sw.runs, sw.sweep_dir(results), Path(results), sweep_needs(sw),
                           launcher.placement(), sw.config.launcher.seconds_per_step)
+
+
+def family_estimate(parts: Sequence[Sweep], results: str | Path) -> StudyEstimate:
+    """The estimated cost of every run of a sweep over several environments (its
+    :meth:`~ccpo_lab.config.sweep.Sweep.per_environment` parts): their runs together, each
+    at its own environment's rate; no estimate when one environment has none."""
+    ests = [sweep_estimate(p, results) for p in parts]
+    rate = None if any(e.rate is None for e in ests) else ests[0].rate
+    return dataclasses.replace(ests[0], rate=rate, runs=tuple(
+        r for e in ests for r in e.runs) if rate is not None else ())
 
 
 def _money(price: Price | None, hours: float) -> str:

@@ -174,3 +174,21 @@ def test_dry_run_of_several_environments_writes_nothing(
     assert code == 0, out
     assert snapshot(workdir) == before
     assert "== environment sokoban" in out and "sweep s on sokoban: 2 arms x 2 seeds" in out
+
+
+def test_a_budget_is_the_whole_study_s(workdir: Path, capsys: pytest.CaptureFixture[str]
+                                       ) -> None:
+    """Each environment's runs fit the budget, all of them do not: refused, nothing
+    written; a budget for all of them passes the check."""
+    results = workdir / "results"
+    rate = ["launcher.seconds_per_step=36", "environments=[alfworld,sokoban]"]
+    smoke = str(workdir / "sweeps" / "smoke.yaml")
+    # smoke: 4 runs x 4 steps x 36 s = 0.16 CPU-hours per environment, 0.32 in all
+    before = snapshot(workdir)
+    assert main(["sweep", smoke, *rate, "budget.device_hours=0.25", "--results",
+                 str(results)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "budget.device_hours" in err, err
+    assert snapshot(workdir) == before
+    assert main(["sweep", smoke, *rate, "budget.device_hours=0.4", "--dry-run", "--results",
+                 str(results)]) == 0
