@@ -45,7 +45,9 @@ def doctor(
     if on_node and sweep is None:
         raise UserError("--on-node needs a sweep file (its launcher runs the job)",
                         key="sweep_file")
-    checks = doctor_module(kind).run_doctor(sweep, results)
+    parts = [None] if sweep is None else sweep.per_environment()
+    checks = list({c.line(): c for part in parts
+                   for c in doctor_module(kind).run_doctor(part, results)}.values())
     if on_node:
         assert sweep is not None
         typer.echo("node-side checks: in a one-node job of the sweep's launcher "

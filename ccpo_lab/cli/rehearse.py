@@ -46,6 +46,7 @@ def rehearse(
     from ccpo_lab.cli.paths import output_dir
 
     output_dir(results, "--results")
+    _one_environment(sweep_file, overrides or [])
     settings = RehearsalSettings(steps=steps, seeds=seeds, device=device,
                                  resume_check=not no_resume_check)
 
@@ -66,3 +67,18 @@ def rehearse(
                f"{reh.sweep_dir / 'rehearsal.json'}")
     if failed:
         raise typer.Exit(1)
+
+
+def _one_environment(sweep_file: Path, overrides: list[str]) -> None:
+    """A rehearsal plays one environment: refuse a sweep over several in one line naming
+    the override that picks one."""
+    from ccpo_lab.cli.paths import sweep_file as find_sweep_file
+    from ccpo_lab.config.sweep import load_sweep
+    from ccpo_lab.errors import UserError
+
+    path = find_sweep_file(sweep_file)
+    sw = load_sweep(path, overrides)
+    if sw.multi_environment:
+        raise UserError("a rehearsal plays one environment; rehearse each with "
+                        f"environments=[{sw.environments[0]}] (and so on)", file=path,
+                        key="environments", value=sw.environments)

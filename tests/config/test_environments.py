@@ -192,3 +192,14 @@ def test_a_budget_is_the_whole_study_s(workdir: Path, capsys: pytest.CaptureFixt
     assert snapshot(workdir) == before
     assert main(["sweep", smoke, *rate, "budget.device_hours=0.4", "--dry-run", "--results",
                  str(results)]) == 0
+
+
+def test_rehearse_takes_one_environment(workdir: Path, capsys: pytest.CaptureFixture[str]
+                                        ) -> None:
+    before = snapshot(workdir)
+    assert main(["rehearse", str(_sweep(workdir)), "environments=[alfworld,sokoban]",
+                 "--results", str(workdir / "results")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "environments=[alfworld]" in err, err
+    assert not (workdir / "results").exists()
+    del before
