@@ -196,10 +196,8 @@ def test_a_budget_is_the_whole_study_s(workdir: Path, capsys: pytest.CaptureFixt
 
 def test_rehearse_takes_one_environment(workdir: Path, capsys: pytest.CaptureFixture[str]
                                         ) -> None:
-    before = snapshot(workdir)
     assert main(["rehearse", str(_sweep(workdir)), "environments=[alfworld,sokoban]",
                  "--results", str(workdir / "results")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "environments=[alfworld]" in err, err
     assert not (workdir / "results").exists()
-    del before
