@@ -33,7 +33,8 @@ from ccpo_lab.backends.local.checkpoint import (
     load_checkpoint,
     read_best,
 )
-from ccpo_lab.backends.local.runner import game_spec, load_games
+from ccpo_lab.backends.local.envs import environment_of
+from ccpo_lab.backends.local.runner import load_games
 from ccpo_lab.errors import UserError
 from ccpo_lab.runs.references import Reference, is_reference_dir, read_reference
 
@@ -74,42 +75,31 @@ def checkpoints(run: RunConfig, rd: RunDir) -> Checkpoints:
 
 def episodes(run: RunConfig, split: str) -> EpisodeRange:
     """Games of a split: default the training-time evaluation's episodes, capped by the
-    split's games."""
-    from ccpo_lab.backends.local.ood import MAX_GAMES
-
-    held = run.backend.local.n_eval_games
-    val = run.protocol.val_batch_size
-    if split == "in":
-        if held < 1:
-            raise UserError(f"{run.arm} seed {run.seed}: split 'in' has no games",
-                            key="backend.local.n_eval_games", value=held,
-                            valid="at least 1 held-out game, or --split out")
-        return EpisodeRange(min(val, held), 1, held,
-                            f"the run's {held} held-out games, backend.local.n_eval_games")
-    if split == "out":
-        return EpisodeRange(min(val, held or val, MAX_GAMES), 1, MAX_GAMES,
-                            "games generated for the out-of-distribution split")
-    raise UserError("the local backend has no such split", key="--split", value=split,
-                    valid=list(SPLIT_CODE))
+    split's games (the run's environment says how many it has)."""
+    if split not in SPLIT_CODE:
+        raise UserError("the local backend has no such split", key="--split", value=split,
+                        valid=list(SPLIT_CODE))
+    return environment_of(run).episodes(run, split)
 
 
 def draw(run: RunConfig, rd: RunDir, setting: EvalSetting) -> dict[str, Any]:
     """The draw of ``setting`` (no arm or seed in it): the game set, which of its games,
     the repeats, the episode length and how sampling seeds are derived."""
-    from ccpo_lab.backends.local.ood import OOD_VERSION, ood_key
-
-    spec = game_spec(run)
+    env = environment_of(run)
+    games = env.draw(run, setting)
     out: dict[str, Any] = {
         "backend": "local", "version": DRAW_VERSION, "split": setting.split,
-        "game_set": spec.key()[:16], "games": setting.episodes, "repeats": setting.repeats,
+        "game_set": games.pop("game_set"), "games": setting.episodes,
+        "repeats": setting.repeats,
         "order": "the split's first games, in the game set's order",
         "max_steps": run.protocol.max_steps, "history_length": run.protocol.history_length,
         "max_prompt_length": run.protocol.max_prompt_length,
         "sampling": f"numpy default_rng([{DRAW_TAG:#x}, run seed, {SPLIT_CODE[setting.split]},"
                     " game index, repeat]): one uniform per turn, inverse CDF",
     }
-    if setting.split == "out":
-        out["ood"] = {"key": ood_key(spec, setting.episodes)[:16], "version": OOD_VERSION}
+    out.update(games)
+    if env.name != "alfworld":
+        out["environment"] = env.name
     return out
 
 
@@ -153,12 +143,7 @@ def _trainer_at(run: RunConfig, rd: RunDir, games: Any, step: int) -> tuple[Any,
 def split_games(run: RunConfig, rd: RunDir, split: str, n: int) -> tuple[Any, list[Any]]:
     """(the run's game set, the first ``n`` games of ``split``)."""
     games = load_games(run, rd)
-    if split == "in":
-        pool = list(games.eval[:n])
-    else:
-        from ccpo_lab.backends.local.ood import ensure_ood_games
-
-        pool = list(ensure_ood_games(games, n).games[:n])
+    pool = environment_of(run).split_games(run, games, split, n)
     if len(pool) != n:
         raise UserError(f"split {split!r} has {len(pool)} games", key="--episodes", value=n)
     return games, pool
@@ -196,7 +181,8 @@ def _reference_at(run: RunConfig, rd: RunDir, games: Any, ref: Reference
 
             p, cfg = run.protocol, run.backend.local
             prompts = PromptSettings(p.history_length, p.max_prompt_length, cfg.vocab_size)
-            value = (load_scorer(str(ref.path), prompts), EnginePool(p.max_steps), prompts,
+            value = (load_scorer(str(ref.path), prompts),
+                     EnginePool(p.max_steps, environment_of(run).open_engine), prompts,
                      f"{ref.label} ({ref.path})")
         _POLICIES.clear()
         _POLICIES[key] = value

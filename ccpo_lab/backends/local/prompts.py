@@ -14,10 +14,11 @@ need no vocabulary file. Tokenisation is cached per string (observations and act
 from __future__ import annotations
 
 import functools
+import importlib
 import re
 import zlib
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from ccpo_lab.runs.rollouts import hash_tokens
 from ccpo_lab.runs.tasks import TASK_TYPES
@@ -117,6 +118,9 @@ class PromptSettings:
     """Prompt tokens kept (the last ones)."""
     vocab_size: int
     """Tokenizer buckets."""
+    view: str = field(default="", repr=False)
+    """The environment's prompt renderer, ``"module:function"`` with the signature of
+    :func:`render_segments` ("": :func:`render_segments`, ALFWorld's)."""
 
 
 @dataclass(frozen=True)
@@ -139,13 +143,26 @@ class TurnInput:
 def turn_input(task: str, observation: str, candidates: Sequence[str],
                history: Sequence[Turn], settings: PromptSettings) -> TurnInput:
     """The policy's input for a turn after ``history`` (all turns taken so far)."""
-    parts = render_segments(task, observation, candidates, history, len(history),
-                            settings.history_length)
+    render = render_segments if not settings.view else _renderer(settings.view)
+    parts = render(task, observation, candidates, history, len(history),
+                   settings.history_length)
     shown = min(settings.history_length, len(history))
     repeats = tuple(tuple(float(r <= shown and history[-r].action == a)
                           for r in range(1, N_REPEAT + 1)) for a in candidates)
     return TurnInput(encode_prompt(parts, settings.vocab_size, settings.max_prompt_length),
                      tuple(tokenize(a, settings.vocab_size) for a in candidates), repeats)
+
+
+Renderer = Callable[[str, str, Sequence[str], Sequence[Turn], int, int],
+                    tuple[tuple[int, str], ...]]
+
+
+@functools.cache
+def _renderer(target: str) -> Renderer:
+    """The function ``"module:function"`` names (an environment's prompt renderer)."""
+    module, _, name = target.partition(":")
+    found: Renderer = getattr(importlib.import_module(module), name)
+    return found
 
 
 @functools.lru_cache(maxsize=65536)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -34,6 +34,7 @@ from ccpo_lab.backends.local.prompts import (
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
+    from ccpo_lab.backends.local.envs.base import Engine
     from ccpo_lab.backends.local.games import GameRecord
 
 
@@ -113,17 +114,22 @@ class EnginePool:
     launcher) cannot change results; it only saves the load (about 0.05-0.1 s a game).
     """
 
-    _shared: dict[tuple[str, int, int], AlfworldEnv] = {}
+    _shared: dict[tuple[str, int, int], Any] = {}
 
-    def __init__(self, max_steps: int) -> None:
+    def __init__(self, max_steps: int,
+                 opener: Callable[[Any, int], Engine] | None = None) -> None:
         self.max_steps = max_steps
+        self.opener = opener
+        """``opener(game, max_steps)``: a new engine (the environment's
+        :meth:`~.envs.base.LocalEnvironment.open_engine`; None: ALFWorld's)."""
 
-    def engine(self, game: GameRecord, slot: int = 0) -> AlfworldEnv:
+    def engine(self, game: GameRecord, slot: int = 0) -> Any:
         """The engine of ``game`` in ``slot`` (opened if needed)."""
         key = (str(game.gamefile), self.max_steps, slot)
         env = self._shared.get(key)
         if env is None:
-            env = AlfworldEnv([game], max_steps=self.max_steps)
+            env = (AlfworldEnv([game], max_steps=self.max_steps) if self.opener is None
+                   else self.opener(game, self.max_steps))
             self._shared[key] = env
         return env
 
@@ -262,23 +268,27 @@ def _pick(policy: Scorer, inputs: list[TurnInput], temperature: float,
     return picks, logp
 
 
-def success_metrics(episodes: Sequence[Episode], prefix: str) -> dict[str, float]:
+def success_metrics(episodes: Sequence[Episode], prefix: str,
+                    task_names: dict[str, str] | None = None) -> dict[str, float]:
     """``<prefix>/success_rate``, per task type ``<prefix>/<task>_success_rate`` and
-    ``<prefix>/length/mean`` (turns) of ``episodes``."""
+    ``<prefix>/length/mean`` (turns) of ``episodes``. ``task_names``: task type -> metric
+    name (default ALFWorld's; an environment without task types gives {})."""
     out: dict[str, float] = {
         f"{prefix}/success_rate": float(np.mean([e.won for e in episodes])),
         f"{prefix}/length/mean": float(np.mean([len(e.turns) for e in episodes])),
     }
-    for task_type, name in TASK_METRIC_NAMES.items():
+    names = TASK_METRIC_NAMES if task_names is None else task_names
+    for task_type, name in names.items():
         won = [e.won for e in episodes if e.game.task_type == task_type]
         if won:
             out[f"{prefix}/{name}_success_rate"] = float(np.mean(won))
     return out
 
 
-def episode_metrics(episodes: Sequence[Episode], penalty: float) -> dict[str, float]:
+def episode_metrics(episodes: Sequence[Episode], penalty: float,
+                    task_names: dict[str, str] | None = None) -> dict[str, float]:
     """verl-agent's training-episode metrics (``episode/...``)."""
-    out = success_metrics(episodes, "episode")
+    out = success_metrics(episodes, "episode", task_names)
     out["episode/reward/mean"] = float(np.mean(
         [sum(t.reward - penalty * (not t.valid) for t in e.turns) for e in episodes]))
     turns = [t for e in episodes for t in e.turns]

@@ -46,7 +46,7 @@ from ccpo_lab.runs.rollouts import rollout_file, write_rollouts
 from ccpo_lab.runs.wandb_run import final_summary, open_live_run
 
 if TYPE_CHECKING:
-    from ccpo_lab.backends.local.games import GameSet, GameSpec
+    from ccpo_lab.backends.local.games import GameSpec
     from ccpo_lab.backends.local.rollout import Episode, Timer
     from ccpo_lab.config.schema import RunConfig
     from ccpo_lab.placement import Placement
@@ -71,45 +71,25 @@ def needs(run: RunConfig) -> Needs:
 
 
 def game_spec(run: RunConfig) -> GameSpec:
-    """The game set a run trains and evaluates on (from ``backend.local``)."""
-    from ccpo_lab.backends.local.games import GameGenConfig, GameSpec
+    """The ALFWorld game set a run trains and evaluates on (from ``backend.local``)."""
+    from ccpo_lab.backends.local.envs.alfworld.environment import game_spec as spec
 
-    cfg = run.backend.local
-    gen = GameGenConfig(n_receptacles=cfg.n_receptacles, n_distractors=cfg.n_distractors,
-                        closed_fraction=cfg.closed_fraction, max_plan_len=cfg.max_plan_len)
-    return GameSpec(n_train=cfg.n_train_games, n_eval=cfg.n_eval_games, seed=cfg.games_seed,
-                    config=gen)
+    return spec(run)
 
 
 def games_cache(run: RunConfig, rd: RunDir) -> Path:
     """Where generated game sets live: ``backend.local.games_cache`` or ``<results>/.games``."""
-    if run.backend.local.games_cache:
-        return Path(run.backend.local.games_cache).expanduser()
-    return rd.path.resolve().parents[2] / ".games"
+    from ccpo_lab.backends.local.envs.base import games_cache as cache
+
+    return cache(run, rd)
 
 
-def load_games(run: RunConfig, rd: RunDir) -> GameSet:
-    """The run's game set, generated into the cache on first use (shared by all runs).
+def load_games(run: RunConfig, rd: RunDir) -> Any:
+    """The run's game set (its environment's: :mod:`.envs`), generated into the cache on
+    first use (shared by all runs; runs starting together wait while one generates it)."""
+    from ccpo_lab.backends.local.envs import environment_of
 
-    Runs starting together wait on a lock file while one of them generates the set.
-    """
-    import fcntl
-
-    from ccpo_lab.backends.local.games import ensure_games
-
-    spec = game_spec(run)
-    cache = games_cache(run, rd)
-    cache.mkdir(parents=True, exist_ok=True)
-    with (cache / f".lock-{spec.key()[:16]}").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            games = ensure_games(cache, spec)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-    if not games.train:
-        raise UserError("the local backend needs at least one training game",
-                        key="backend.local.n_train_games", value=run.backend.local.n_train_games)
-    return games
+    return environment_of(run).load_games(run, rd)
 
 
 def check_estimator(run: RunConfig, rd: RunDir) -> Any:
@@ -301,10 +281,12 @@ def _memory() -> dict[str, float]:
 
 def describe(run: RunConfig, rd: RunDir, placement: Placement | None = None) -> str:
     """The command that executes ``run``, with what it will do."""
-    p, cfg = run.protocol, run.backend.local
+    from ccpo_lab.backends.local.envs import environment_of
+
+    p = run.protocol
     cmd = shlex.join(["python", "-m", "ccpo_lab.runs.execute", str(rd.path)])
     return (f"{cmd}  # local CPU backend: {p.total_steps} steps x {p.train_batch_size} tasks x "
-            f"{p.group_size} rollouts on {cfg.n_train_games} generated games, "
+            f"{p.group_size} rollouts on {environment_of(run).summary(run)}, "
             f"{p.val_batch_size} held-out episodes every {p.test_freq} steps")
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from ccpo_lab.backends.local import speedups
+from ccpo_lab.backends.local.envs import environment_of
 from ccpo_lab.backends.local.policy import ActionScorer, PolicyShape, chosen_logprobs, collate
 from ccpo_lab.backends.local.ppo import UpdateBatch, ppo_update
 from ccpo_lab.backends.local.prompts import PromptSettings
@@ -40,15 +40,13 @@ from ccpo_lab.errors import UserError
 from ccpo_lab.estimators import StepBatch, get_estimator
 
 if TYPE_CHECKING:
-    from ccpo_lab.backends.local.games import GameSet
+    from ccpo_lab.backends.local.envs.base import GameSet
     from ccpo_lab.config.schema import RunConfig
 
 TRAIN_TAG = 0x7A1
 EVAL_TAG = 0xE7A
 PAD_TAG = 0xAD7
 """Keys the generator of the padding copies (with the run seed and the step)."""
-ENGINE_CACHE = ".engines"
-"""Folder of a game set holding its engines' load-time results (see :mod:`.speedups`)."""
 WARMSTART_CACHE = ".warmstart"
 """Folder of a game set holding the warm-started policies its runs share (see
 :mod:`.warmstart`)."""
@@ -60,10 +58,11 @@ class Trainer:
     def __init__(self, run: RunConfig, games: GameSet, estimator: Any = None) -> None:
         self.run = run
         self.games = games
-        # the engines of these games load from files the first run to load them wrote
-        speedups.use_disk_cache(games.root / ENGINE_CACHE)
+        self.env = environment_of(run)
+        self.env.prepare(games)
         p, cfg = run.protocol, run.backend.local
-        self.prompts = PromptSettings(p.history_length, p.max_prompt_length, cfg.vocab_size)
+        self.prompts = PromptSettings(p.history_length, p.max_prompt_length, cfg.vocab_size,
+                                      view=self.env.view)
         self.tgen = torch.Generator().manual_seed(int(run.seed) * 1_000_003 + TRAIN_TAG)
         self.rng = np.random.default_rng([TRAIN_TAG, int(p.env_seed) + int(run.seed)])
         shape = PolicyShape(cfg.vocab_size, cfg.embed_dim, cfg.hidden_dim, cfg.encoder)
@@ -74,8 +73,8 @@ class Trainer:
         self.estimator = estimator if estimator is not None else get_estimator(
             run.estimator.name, **dict(run.estimator.params))
         self.step = 0
-        self.train_pool = EnginePool(p.max_steps)
-        self.eval_pool = EnginePool(p.max_steps)
+        self.train_pool = EnginePool(p.max_steps, self.env.open_engine)
+        self.eval_pool = EnginePool(p.max_steps, self.env.open_engine)
         self.timer = Timer()
         self.warm_start_provenance: dict[str, Any] | None = None
         """Where :meth:`initialise`'s warm start came from (for ``run.json``)."""
@@ -152,7 +151,7 @@ class Trainer:
         episodes = play(self.policy, self.eval_pool, [held[i % len(held)] for i in range(n)],
                         [f"val-{i}" for i in range(n)], [i // len(held) for i in range(n)],
                         p.val_temperature, rng, self.prompts, self.timer)  # slot = rollout
-        return success_metrics(episodes, "val")
+        return success_metrics(episodes, "val", self.env.task_metric_names())
 
     # -- update -----------------------------------------------------------------------------
     def train_step(self, on_rollouts: Callable[[int, list[Episode]], None] | None = None
@@ -166,7 +165,8 @@ class Trainer:
         episodes = self.collect(k)
         if on_rollouts is not None:
             on_rollouts(k, episodes)
-        metrics = episode_metrics(episodes, p.invalid_action_penalty)
+        metrics = episode_metrics(episodes, p.invalid_action_penalty,
+                                  self.env.task_metric_names())
         t0 = time.perf_counter()
         rows = [(e, t, turn) for e in episodes for t, turn in enumerate(e.turns)]
         inputs = collate([turn.inputs for _, _, turn in rows])
