@@ -70,6 +70,9 @@ class SokobanSettings:
     """CPU backend: room size of the out-of-distribution split."""
     ood_num_boxes: int = 2
     """CPU backend: boxes per room of the out-of-distribution split."""
+    min_plan_len: int = 1
+    """CPU backend: rooms whose shortest solution (in moves) is shorter are redrawn
+    (gym_sokoban's generator makes many one- and two-move rooms at ``[6, 6]``)."""
 
     MODES: ClassVar[tuple[str, ...]] = ("tiny_rgb_array",)
 
@@ -85,7 +88,7 @@ class SokobanSettings:
                             file=where(f"{key}.{name}"))
         ranges = {"num_boxes": (1, 8), "ood_num_boxes": (1, 8), "search_depth": (1, 1_000),
                   "n_train_rooms": (1, 1_000_000), "n_eval_rooms": (0, 1_000_000),
-                  "rooms_seed": (0, 2**31 - 1)}
+                  "rooms_seed": (0, 2**31 - 1), "min_plan_len": (1, 100)}
         for name, (low, high) in ranges.items():
             check_range(getattr(self, name), low=low, high=high, key=f"{key}.{name}",
                         file=where(f"{key}.{name}"))

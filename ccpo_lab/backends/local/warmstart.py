@@ -84,10 +84,12 @@ CACHE_FORMAT = 1
 
 @functools.cache
 def _source_digest() -> str:
-    """A hash of this backend's source files (a cached result never outlives an edit)."""
+    """A hash of this backend's source files, its environments' included (a cached result
+    never outlives an edit)."""
     h = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    root = Path(__file__).parent
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
     return h.hexdigest()
 
 
@@ -133,7 +135,7 @@ def _cache_key(policy: ActionScorer, games: Sequence[GameRecord], pool: EnginePo
     h = hashlib.sha256()
     for part in (CACHE_FORMAT, _source_digest(), torch.__version__, np.__version__,
                  torch.get_num_threads(), arithmetic(),
-                 speedups.engine_versions(), settings, prompts, pool.max_steps,
+                 speedups.engine_versions(), settings, prompts, prompts.view, pool.max_steps,
                  [str(g.gamefile) for g in games]):
         h.update(repr(part).encode() + b"\0")
     for name, tensor in policy.state_dict().items():
