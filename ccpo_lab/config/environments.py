@@ -74,6 +74,12 @@ class SokobanSettings:
     """CPU backend: rooms whose shortest solution (in moves) is shorter are redrawn
     (gym_sokoban's generator makes many one- and two-move rooms at ``[6, 6]``)."""
 
+    warmstart_epochs: int | None = None
+    """CPU backend: passes of Sokoban's behaviour-cloning warm start (None:
+    ``backend.local.warmstart_epochs``). A sweep over several environments shares
+    ``backend.local``; the small policy needs more passes over Sokoban's short solutions
+    than over ALFWorld's."""
+
     MODES: ClassVar[tuple[str, ...]] = ("tiny_rgb_array",)
 
     def validate(self, where: Where, key: str = "env.sokoban") -> None:
@@ -92,6 +98,9 @@ class SokobanSettings:
         for name, (low, high) in ranges.items():
             check_range(getattr(self, name), low=low, high=high, key=f"{key}.{name}",
                         file=where(f"{key}.{name}"))
+        if self.warmstart_epochs is not None:
+            check_range(self.warmstart_epochs, low=0, high=10_000,
+                        key=f"{key}.warmstart_epochs", file=where(f"{key}.warmstart_epochs"))
         if self.mode not in self.MODES:
             raise UserError("ccpo-lab runs Sokoban's text form only (a visual mode needs a "
                             "vision-language model)", file=where(f"{key}.mode"),

@@ -147,15 +147,36 @@ def train(run: RunConfig, rd: RunDir, placement: Placement | None = None,
 
 def _train(run: RunConfig, rd: RunDir, progress: Progress | None,
            live: LiveRun | None) -> dict[str, Any]:
-    """:func:`train`'s work. Longer than most functions on purpose: the run's life (resume
-    or start, then step, evaluate, checkpoint, record) reads top to bottom in one place."""
+    """:func:`train`'s work: start or resume (:func:`_start`), then step, evaluate,
+    checkpoint and record each step (:func:`_step`)."""
+    started = time.perf_counter()
+    trainer, games_key, resumed_from, last_val, best = _start(run, rd, live)
+    total = run.protocol.total_steps
+    rd.write_state("running", step=trainer.step, total_steps=total, last_val=last_val)
+    if progress is not None:
+        progress(trainer.step, total, last_val)
+    while trainer.step < total:
+        last_val = _step(run, rd, trainer, games_key, last_val, best, live)
+        rd.write_state("running", step=trainer.step, total_steps=total, last_val=last_val)
+        if progress is not None:
+            progress(trainer.step, total, last_val)
+    wall = time.perf_counter() - started
+    t = trainer.timer
+    return {"final_val_success": last_val, "steps": trainer.step, "resumed_from": resumed_from,
+            "wall_s": round(wall, 2), "env_steps": t.env_steps, "env_s": round(t.env, 2),
+            "policy_s": round(t.policy, 2),
+            "env_steps_per_s": round(t.env_steps / wall, 1) if wall > 0 else None}
+
+
+def _start(run: RunConfig, rd: RunDir, live: LiveRun | None
+           ) -> tuple[Any, str, int | None, float | None, _BestSoFar]:
+    """The run's trainer, from its newest resumable checkpoint or fresh (warm start and the
+    step-0 evaluation, logged): (trainer, game set key, step resumed from, last held-out
+    success, the best so far)."""
     import torch
 
     from ccpo_lab.backends.local.trainer import Trainer
-    from ccpo_lab.runs.metrics import append_metrics, truncate_metrics
 
-    started = time.perf_counter()
-    p = run.protocol
     run.backend.local.validate(file=str(rd.config_yaml))
     torch.set_num_threads(run.backend.local.num_threads)
     estimator = check_estimator(run, rd)
@@ -165,74 +186,86 @@ def _train(run: RunConfig, rd: RunDir, progress: Progress | None,
     trainer = Trainer(run, games, estimator=estimator)
     remove_partial(rd.checkpoints)
     ckpt = resumable_checkpoint(rd)
-    resumed_from: int | None = None
-    last_val: float | None = None
     best = _BestSoFar(rd, run, games.root.name)
     if ckpt is not None:
-        state = load_checkpoint(ckpt)
-        if state.get("run_id") != run.run_id:
-            raise UserError("checkpoint belongs to another run", file=ckpt,
-                            value=state.get("run_id"))
-        if state.get("games") != games.root.name:
-            raise UserError("checkpoint was trained on another game set", file=ckpt,
-                            value=state.get("games"), valid=[games.root.name])
-        trainer.load_state_dict(state["trainer"])
-        last_val = state.get("last_val")
-        resumed_from = trainer.step
-        truncate_metrics(rd.metrics, trainer.step)
-        best.resume(trainer.step)
-    else:
-        truncate_metrics(rd.metrics, -1)
-        row = trainer.initialise()
-        if trainer.warm_start_provenance is not None:
-            rd.update_run(warm_start=trainer.warm_start_provenance)
-        t0 = time.perf_counter()
-        row.update(trainer.evaluate(0))
-        row.update({"timing_s/testing": time.perf_counter() - t0, **_memory()})
-        last_val = row.get(VAL_METRIC)
-        append_metrics(rd.metrics, 0, row)
-        if live is not None:
-            live.log(0, row)
-        best.offer(0, last_val, trainer, save_best)
-    total = p.total_steps
-    eval_steps = set(p.eval_steps)
-    rd.write_state("running", step=trainer.step, total_steps=total, last_val=last_val)
-    if progress is not None:
-        progress(trainer.step, total, last_val)
-    while trainer.step < total:
-        t0, before = time.perf_counter(), trainer.timer.snapshot()
-        row = trainer.train_step(on_rollouts=lambda k, eps: _record_step1(rd, k, eps))
-        spent = trainer.timer - before
-        row.update(_step_timing(spent))
-        k = trainer.step
-        if k in eval_steps:
-            t1 = time.perf_counter()
-            row.update(trainer.evaluate(k))
-            row["timing_s/testing"] = time.perf_counter() - t1
-            last_val = row.get(VAL_METRIC, last_val)
-        if k % p.save_freq == 0 or k == total:
-            # before the row, whose time it is in; a run killed between the two resumes
-            # from the checkpoint before (resumable_checkpoint)
-            t1 = time.perf_counter()
-            save_checkpoint(rd.checkpoints, k, {"run_id": run.run_id, "games": games.root.name,
-                                                "last_val": last_val,
-                                                "trainer": trainer.state_dict()})
-            row["timing_s/save_checkpoint"] = time.perf_counter() - t1
-        row.update(_throughput(spent, time.perf_counter() - t0))
-        append_metrics(rd.metrics, k, row)
-        if live is not None:
-            live.log(k, row)
-        if k in eval_steps:
-            best.offer(k, row.get(VAL_METRIC), trainer, save_best)
-        rd.write_state("running", step=k, total_steps=total, last_val=last_val)
-        if progress is not None:
-            progress(k, total, last_val)
-    wall = time.perf_counter() - started
-    t = trainer.timer
-    return {"final_val_success": last_val, "steps": trainer.step, "resumed_from": resumed_from,
-            "wall_s": round(wall, 2), "env_steps": t.env_steps, "env_s": round(t.env, 2),
-            "policy_s": round(t.policy, 2),
-            "env_steps_per_s": round(t.env_steps / wall, 1) if wall > 0 else None}
+        last_val = _resume(run, rd, trainer, ckpt, games.root.name, best)
+        return trainer, games.root.name, trainer.step, last_val, best
+    return trainer, games.root.name, None, _fresh(rd, trainer, best, live), best
+
+
+def _resume(run: RunConfig, rd: RunDir, trainer: Any, ckpt: Path, games_key: str,
+            best: _BestSoFar) -> float | None:
+    """Load ``ckpt`` into ``trainer`` (refused when it is another run's or another game
+    set's), drop the metric rows after it; returns its last held-out success."""
+    from ccpo_lab.runs.metrics import truncate_metrics
+
+    state = load_checkpoint(ckpt)
+    if state.get("run_id") != run.run_id:
+        raise UserError("checkpoint belongs to another run", file=ckpt,
+                        value=state.get("run_id"))
+    if state.get("games") != games_key:
+        raise UserError("checkpoint was trained on another game set", file=ckpt,
+                        value=state.get("games"), valid=[games_key])
+    trainer.load_state_dict(state["trainer"])
+    truncate_metrics(rd.metrics, trainer.step)
+    best.resume(trainer.step)
+    last: float | None = state.get("last_val")
+    return last
+
+
+def _fresh(rd: RunDir, trainer: Any, best: _BestSoFar, live: LiveRun | None
+           ) -> float | None:
+    """A fresh start: the warm start, the step-0 evaluation (row 0); returns its success."""
+    from ccpo_lab.runs.metrics import append_metrics, truncate_metrics
+
+    truncate_metrics(rd.metrics, -1)
+    row = trainer.initialise()
+    if trainer.warm_start_provenance is not None:
+        rd.update_run(warm_start=trainer.warm_start_provenance)
+    t0 = time.perf_counter()
+    row.update(trainer.evaluate(0))
+    row.update({"timing_s/testing": time.perf_counter() - t0, **_memory()})
+    last_val = row.get(VAL_METRIC)
+    append_metrics(rd.metrics, 0, row)
+    if live is not None:
+        live.log(0, row)
+    best.offer(0, last_val, trainer, save_best)
+    return last_val
+
+
+def _step(run: RunConfig, rd: RunDir, trainer: Any, games_key: str, last_val: float | None,
+          best: _BestSoFar, live: LiveRun | None) -> float | None:
+    """One training step: rollouts and update, the evaluation at evaluation steps, the
+    checkpoint at save steps (before the row, whose time it is in: a run killed between
+    the two resumes from the checkpoint before, :func:`resumable_checkpoint`), the row.
+    Returns the last held-out success."""
+    from ccpo_lab.runs.metrics import append_metrics
+
+    p = run.protocol
+    t0, before = time.perf_counter(), trainer.timer.snapshot()
+    row = trainer.train_step(on_rollouts=lambda k, eps: _record_step1(rd, k, eps))
+    spent = trainer.timer - before
+    row.update(_step_timing(spent))
+    k = trainer.step
+    evaluated = k in set(p.eval_steps)
+    if evaluated:
+        t1 = time.perf_counter()
+        row.update(trainer.evaluate(k))
+        row["timing_s/testing"] = time.perf_counter() - t1
+        last_val = row.get(VAL_METRIC, last_val)
+    if k % p.save_freq == 0 or k == p.total_steps:
+        t1 = time.perf_counter()
+        save_checkpoint(rd.checkpoints, k, {"run_id": run.run_id, "games": games_key,
+                                            "last_val": last_val,
+                                            "trainer": trainer.state_dict()})
+        row["timing_s/save_checkpoint"] = time.perf_counter() - t1
+    row.update(_throughput(spent, time.perf_counter() - t0))
+    append_metrics(rd.metrics, k, row)
+    if live is not None:
+        live.log(k, row)
+    if evaluated:
+        best.offer(k, row.get(VAL_METRIC), trainer, save_best)
+    return last_val
 
 
 def resumable_checkpoint(rd: RunDir) -> Path | None:

@@ -92,8 +92,9 @@ class Trainer:
         """
         cfg = self.run.backend.local
         t0 = time.perf_counter()
+        demos, epochs = self.env.warm_start(self.run)
         done = warm_start(self.policy, self.games.train, self.train_pool, self.prompts,
-                          cfg.warmstart_demos, cfg.warmstart_epochs, cfg.warmstart_lr,
+                          demos, epochs, cfg.warmstart_lr,
                           self.run.seed, self.tgen, cache=self.games.root / WARMSTART_CACHE)
         self.timer.add("warm_start", time.perf_counter() - t0)
         self.warm_start_provenance = done.provenance()

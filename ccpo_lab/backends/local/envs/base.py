@@ -117,6 +117,11 @@ class LocalEnvironment(ABC):
         """A few words on the games (``describe``)."""
         return f"{self.name} games"
 
+    def warm_start(self, run: RunConfig) -> tuple[int, int]:
+        """(demonstrations, epochs) of the run's warm start (default ``backend.local``'s)."""
+        cfg = run.backend.local
+        return cfg.warmstart_demos, cfg.warmstart_epochs
+
     def task_metric_names(self) -> dict[str, str]:
         """Task type -> metric name (``<prefix>/<name>_success_rate``); {}: none."""
         return {}

@@ -68,6 +68,11 @@ class SokobanEnvironment(LocalEnvironment):
         """The room set's key."""
         return {"game_set": self.set_key(run)[:16]}
 
+    def warm_start(self, run: RunConfig) -> tuple[int, int]:
+        """``backend.local``'s, with ``env.sokoban.warmstart_epochs`` when it is set."""
+        cfg, epochs = run.backend.local, sokoban_settings(run).warmstart_epochs
+        return cfg.warmstart_demos, cfg.warmstart_epochs if epochs is None else int(epochs)
+
     def summary(self, run: RunConfig) -> str:
         """The rooms' count and size."""
         s = sokoban_settings(run)
