@@ -237,5 +237,5 @@ def test_evaluate_rescores_sokoban_checkpoints(tmp_path: Path) -> None:
     for f in files:
         data = read_eval_file(f)
         assert data.success.shape == (1, 3) and set(data.task_types) == {"sokoban"}
-        assert data.header["draw"]["environment"] == "sokoban"
+        assert data.header["draw"]["spec"]["environment"] == "sokoban"
         assert (data.turns > 0).all()
