@@ -79,8 +79,13 @@ EOF
 )
 # pillow: agent_system.multi_turn_rollout.utils imports PIL (it used to arrive with
 # torchvision, which an index without torchvision's wheel does not bring)
+# gym, gym_sokoban, matplotlib: verl-agent's Sokoban (its envs.py imports gym, its
+# room_utils matplotlib, its rooms come from gym_sokoban's generator), gym and gym_sokoban
+# at the versions verl-agent's README installs; the constraints file keeps torch where it
+# is. gym_sokoban imports pkg_resources, which setuptools 81+ lacks: the hooks put a
+# stand-in on sys.path where it is missing (ccpo_lab/backends/verl/standins/pkg/).
 EXTRA=("openai" "fastapi" "uvicorn" "cachetools" "pillow" "alfworld==0.4.2" "gymnasium" "pytest>=8"
-       "hypothesis>=6")
+       "hypothesis>=6" "gym==0.26.2" "gym_sokoban==0.0.6" "matplotlib")
 # torchvision is left out: PyPI's Linux wheels need torch's CUDA libraries (with the CPU
 # torch its import fails, and transformers' ProcessorMixin with it). verl-agent's ALFWorld
 # module imports torchvision.transforms only for AlfredThorEnv images; the tests put a

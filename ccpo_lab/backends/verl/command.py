@@ -2,7 +2,9 @@
 
 The overrides are those of verl-agent's reference ALFWorld script
 (``examples/gigpo_trainer/run_alfworld.sh``; ``shared/reference/protocol.md``) with the
-values of the run's protocol, model and layout, then what ccpo-lab adds:
+values of the run's protocol, model and layout; on Sokoban and WebShop the ``env.*`` keys
+are those of verl-agent's ``run_sokoban.sh`` / ``run_webshop.sh``
+(:func:`environment_overrides`). Then what ccpo-lab adds:
 
 - the estimator: ``algorithm.adv_estimator=<name>`` plus ``++algorithm.ccpo_lab.*`` (every
   resolved parameter), read by the hook in the TaskRunner actor;
@@ -128,6 +130,42 @@ def estimator_overrides(run: RunConfig) -> list[str]:
     return out
 
 
+ENV_NAMES: dict[str, str] = {
+    "alfworld": "alfworld/AlfredTWEnv",
+    "sokoban": "Sokoban",
+    "webshop": "Webshop",
+}
+"""verl-agent's ``env.env_name`` of each environment ccpo-lab runs on the verl backend
+(``make_envs`` dispatches on it: ``examples/*/run_{alfworld,sokoban,webshop}.sh``)."""
+
+
+def environment_overrides(run: RunConfig, env_seed: int) -> list[str]:
+    """``env.*`` of the run's environment, in the order verl-agent's scripts set them:
+    the name, seed, steps, history, group size, then the environment's own keys
+    (ALFWorld: ``env.alfworld.eval_dataset``; Sokoban: ``env.sokoban.*``, the text form
+    ``tiny_rgb_array``; WebShop: ``env.webshop.use_small`` and ``human_goals``)."""
+    p = run.protocol
+    name = run.environment
+    if name not in ENV_NAMES:
+        raise UserError("the verl backend cannot run this environment", key="environments",
+                        value=name, valid=list(ENV_NAMES))
+    out = [f"env.env_name={ENV_NAMES[name]}", f"env.seed={env_seed}",
+           f"env.max_steps={p.max_steps}", f"env.history_length={p.history_length}",
+           f"env.rollout.n={p.group_size}"]
+    st = run.env_settings
+    if name == "alfworld":
+        out.append("env.alfworld.eval_dataset=eval_in_distribution")
+    elif name == "sokoban":
+        out += [f"env.sokoban.dim_room={hydra_value(list(st.dim_room))}",
+                f"env.sokoban.num_boxes={st.num_boxes}",
+                f"env.sokoban.search_depth={st.search_depth}",
+                f"env.sokoban.mode={st.mode}"]
+    else:
+        out += [f"env.webshop.use_small={_plain(st.use_small)}",
+                f"env.webshop.human_goals={_plain(st.human_goals)}"]
+    return out
+
+
 def build_command(run: RunConfig, run_dir: Path, *, resume: bool = False,
                   checkout: CheckoutInfo | None = None,
                   placement: Placement | None = None) -> TrainerCommand:
@@ -205,12 +243,7 @@ def build_command(run: RunConfig, run_dir: Path, *, resume: bool = False,
         f"algorithm.gamma={algorithm['gamma']!r}",
         f"algorithm.gigpo.step_advantage_w={algorithm['gigpo.step_advantage_w']!r}",
         f"algorithm.gigpo.mode={algorithm['gigpo.mode']}",
-        "env.env_name=alfworld/AlfredTWEnv",
-        f"env.seed={env_seed}",
-        f"env.max_steps={p.max_steps}",
-        f"env.history_length={p.history_length}",
-        f"env.rollout.n={p.group_size}",
-        "env.alfworld.eval_dataset=eval_in_distribution",
+        *environment_overrides(run, env_seed),
         f"env.resources_per_worker.num_cpus={s.env_cpus_per_worker!r}",
         "trainer.critic_warmup=0",
         f"trainer.logger=[{','.join(wandb.loggers)}]",

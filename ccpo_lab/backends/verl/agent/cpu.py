@@ -97,6 +97,16 @@ def install() -> None:
         sys.path.append(str(STANDINS))
 
 
+def install_pkg_resources() -> None:
+    """The ``pkg_resources`` stand-in where setuptools no longer ships it (any device:
+    ``gym_sokoban``, verl-agent's Sokoban rooms, imports it). Called by the hooks' ``setup``."""
+    import importlib.util
+
+    folder = str(STANDINS / "pkg")   # alone: the torchvision stand-in is for CPU only
+    if importlib.util.find_spec("pkg_resources") is None and folder not in sys.path:
+        sys.path.append(folder)
+
+
 def _rss_bytes() -> int:
     try:
         with open("/proc/self/statm", encoding="ascii") as f:

@@ -22,6 +22,10 @@ module                                           patch (:mod:`.patches`)
 ``vllm_rollout_spmd``                            request (never one for all)
 ``agent_system.environments.env_package.``       ``AlfworldWorker.ccpo_lab_seed``: re-seeded
 ``alfworld.envs``                                before each rollout (games per run seed, step)
+``agent_system.environments.env_package.``       ``SokobanMultiProcessEnv.ccpo_lab_seed``:
+``sokoban.envs``                                 the next reset's room seeds under a key
+``agent_system.environments.env_package.``       ``WebshopMultiProcessEnv.ccpo_lab_seed``:
+``webshop.envs``                                 the next reset's goals under a key
 ``verl.workers.rollout.hf_rollout``              each request sampled under its own seed
 ===============================================  =============================================
 
@@ -56,6 +60,8 @@ TARGETS: dict[str, str] = {
     "verl.trainer.ppo.core_algos": "patch_core_algos",
     "verl.workers.rollout.vllm_rollout.vllm_rollout_spmd": "patch_vllm_rollout",
     "agent_system.environments.env_package.alfworld.envs": "patch_alfworld_envs",
+    "agent_system.environments.env_package.sokoban.envs": "patch_sokoban_envs",
+    "agent_system.environments.env_package.webshop.envs": "patch_webshop_envs",
     "verl.workers.rollout.hf_rollout": "patch_hf_rollout",
 }
 """Module -> name of its patch function in :mod:`ccpo_lab.backends.verl.agent.patches`."""
@@ -178,6 +184,7 @@ def setup() -> None:
         _state.update(installed=True, pid=os.getpid(), patched=[], errors={})
     if _cpu():
         verl_agent_cpu.install()
+    verl_agent_cpu.install_pkg_resources()
     for name in _targets():
         mod = sys.modules.get(name)
         if mod is not None:

@@ -473,15 +473,21 @@ def _workers(envs: Any) -> tuple[list[Any], int] | None:
 
 
 def reseed_envs(envs: Any, split: str, step: int) -> bool:
-    """Re-seed every ALFWorld worker for this step's rollout; False when not ALFWorld's."""
-    found = _workers(envs)
-    if found is None:
-        return False
-    workers, group_n = found
+    """Re-seed this step's rollout: every ALFWorld worker (a key per group or worker), or
+    the driver-side task draw of Sokoban and WebShop (``ccpo_lab_seed``, one key per
+    step: :func:`patch_sokoban_envs`, :func:`patch_webshop_envs`); False when neither."""
     from omegaconf import OmegaConf
 
     env_seed = int(OmegaConf.select(STATE.config, "env.seed", default=0) or 0) \
         if STATE.config is not None else 0
+    inner = getattr(envs, "envs", None)
+    if inner is not None and hasattr(inner, "ccpo_lab_seed"):
+        inner.ccpo_lab_seed(seeds.task_seed(env_seed, split, step, 0))
+        return True
+    found = _workers(envs)
+    if found is None:
+        return False
+    workers, group_n = found
     refs = []
     for i, w in enumerate(workers):
         j = i // group_n if split == "train" else i
@@ -504,6 +510,44 @@ def patch_alfworld_envs(mod: Any) -> None:
 
     def ccpo_lab_seed(self: Any, key: Any) -> list[Any]:
         return self.env.seed(key)
+
+    cls.ccpo_lab_seed = ccpo_lab_seed
+
+
+def patch_sokoban_envs(mod: Any) -> None:
+    """``SokobanMultiProcessEnv.ccpo_lab_seed(key)``: the next ``reset`` draws its rooms'
+    seeds (verl-agent draws them from numpy's global generator of the driver) under
+    ``key``; the global generator is left as it was."""
+    cls = mod.SokobanMultiProcessEnv
+    orig_reset = cls.reset
+
+    def ccpo_lab_seed(self: Any, key: Any) -> None:
+        self._ccpo_lab_key = list(key)
+
+    @functools.wraps(orig_reset)
+    def reset(self: Any, *args: Any, **kwargs: Any) -> Any:
+        key = getattr(self, "_ccpo_lab_key", None)
+        if key is None:
+            return orig_reset(self, *args, **kwargs)
+        self._ccpo_lab_key = None
+        saved = np.random.get_state()
+        np.random.seed(np.asarray(key, dtype=np.uint32))
+        try:
+            return orig_reset(self, *args, **kwargs)
+        finally:
+            np.random.set_state(saved)
+
+    cls.ccpo_lab_seed = ccpo_lab_seed
+    cls.reset = reset
+
+
+def patch_webshop_envs(mod: Any) -> None:
+    """``WebshopMultiProcessEnv.ccpo_lab_seed(key)``: the next ``reset`` draws its goals
+    from a generator seeded with ``key`` (verl-agent's own ``_rng`` otherwise)."""
+    cls = mod.WebshopMultiProcessEnv
+
+    def ccpo_lab_seed(self: Any, key: Any) -> None:
+        self._rng = np.random.RandomState(np.asarray(key, dtype=np.uint32))
 
     cls.ccpo_lab_seed = ccpo_lab_seed
 

@@ -43,6 +43,10 @@ CHECKS: tuple[tuple[str, str], ...] = (
     ("verl.workers.rollout.vllm_rollout.vllm_rollout_spmd", "LLM"),
     ("verl.workers.rollout.vllm_rollout.vllm_rollout_spmd", "vLLMRollout.generate_sequences"),
     ("agent_system.environments.env_package.alfworld.envs", "AlfworldWorker.ccpo_lab_seed"),
+    ("agent_system.environments.env_package.sokoban.envs",
+     "SokobanMultiProcessEnv.ccpo_lab_seed"),
+    ("agent_system.environments.env_package.webshop.envs",
+     "WebshopMultiProcessEnv.ccpo_lab_seed"),
     ("verl.workers.rollout.hf_rollout", "HFRollout.generate_sequences"),
     ("verl.workers.rollout.hf_rollout", "HFRollout._generate_minibatch"),
 )
