@@ -180,7 +180,8 @@ def _reference_at(run: RunConfig, rd: RunDir, games: Any, ref: Reference
             from ccpo_lab.backends.local.hf_policy import load_scorer
 
             p, cfg = run.protocol, run.backend.local
-            prompts = PromptSettings(p.history_length, p.max_prompt_length, cfg.vocab_size)
+            prompts = PromptSettings(p.history_length, p.max_prompt_length, cfg.vocab_size,
+                                     view=environment_of(run).view)
             value = (load_scorer(str(ref.path), prompts),
                      EnginePool(p.max_steps, environment_of(run).open_engine), prompts,
                      f"{ref.label} ({ref.path})")

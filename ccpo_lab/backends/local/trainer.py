@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from ccpo_lab.backends.local.envs import environment_of
+from ccpo_lab.backends.local.envs.alfworld.environment import ENGINE_CACHE  # noqa: F401
 from ccpo_lab.backends.local.policy import ActionScorer, PolicyShape, chosen_logprobs, collate
 from ccpo_lab.backends.local.ppo import UpdateBatch, ppo_update
 from ccpo_lab.backends.local.prompts import PromptSettings
