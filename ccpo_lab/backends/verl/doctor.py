@@ -30,7 +30,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ccpo_lab.backends.verl.checkout import REFERENCE_COMMIT, inspect_checkout
 from ccpo_lab.backends.verl.settings import VerlBackendConfig
@@ -78,6 +78,10 @@ class Context:
     """Runs that may hold checkpoints at once."""
     tracking_uri: str | None = None
     """MLflow tracking URI (None: the sweep's default SQLite file)."""
+    environment: str = "alfworld"
+    """The environment the sweep's runs play (one per :func:`run_doctor` call)."""
+    env_settings: Any = None
+    """Its settings (``env.<environment>``; None: the defaults)."""
 
     def env(self, name: str) -> str | None:
         """A variable as the trainer will see it (backend ``env`` first)."""
@@ -250,7 +254,9 @@ def check_gpus(ctx: Context) -> list[Check]:
 
 
 def check_alfworld(ctx: Context) -> list[Check]:
-    """ALFWorld's game files under ``ALFWORLD_DATA``."""
+    """ALFWorld's game files under ``ALFWORLD_DATA`` (ALFWorld sweeps only)."""
+    if ctx.environment != "alfworld":
+        return []
     root = Path(ctx.env("ALFWORLD_DATA") or "~/.cache/alfworld").expanduser()
     need = ["json_2.1.1/train", "json_2.1.1/valid_seen", "logic"]
     missing = [n for n in need if not (root / n).is_dir()]
@@ -339,9 +345,97 @@ def check_disk(ctx: Context) -> list[Check]:
     return [Check("disk", "ok" if free >= need else "FIX", detail)]
 
 
+_FIND = ("import importlib.util, json, sys\nout = {}\nfor n in sys.argv[1:]:\n    try:\n"
+         "        out[n] = importlib.util.find_spec(n) is not None\n    except Exception:\n"
+         "        out[n] = False\nprint(json.dumps(out))")
+
+
+def check_sokoban(ctx: Context) -> list[Check]:
+    """Sokoban: the trainer's interpreter finds gym, gym_sokoban and matplotlib (verl-agent's
+    Sokoban imports them)."""
+    mods = ("gym", "gym_sokoban", "matplotlib")
+    env = {**os.environ, **ctx.settings.env}
+    r = _run([ctx.settings.python, "-c", _FIND, *mods], timeout=60, env=env)
+    if r is None or r.returncode != 0:
+        return [Check("Sokoban modules", "FIX", f"cannot run {ctx.settings.python} "
+                      "(backend.verl.python)")]
+    found = json.loads(r.stdout.strip().splitlines()[-1])
+    missing = [m for m in mods if not found.get(m)]
+    if missing:
+        return [Check("Sokoban modules", "FIX", f"{', '.join(missing)} not in "
+                      f"{ctx.settings.python}: pip install gym==0.26.2 gym_sokoban==0.0.6 "
+                      "matplotlib (verl-agent's README; keep its torch: ccpo-lab's "
+                      "constraints)")]
+    return [Check("Sokoban modules", "ok", f"{', '.join(mods)} in {ctx.settings.python}")]
+
+
+def check_webshop(ctx: Context) -> list[Check]:
+    """WebShop: one line per missing part (its modules in the trainer's interpreter, the
+    spaCy model, Java for pyserini, the product files and the search index), each saying
+    what to do (:mod:`ccpo_lab.backends.verl.webshop`)."""
+    from ccpo_lab.backends.verl import webshop as W
+    from ccpo_lab.config.environments import WebshopSettings
+
+    st = ctx.env_settings or WebshopSettings()
+    pkg = W.package_dir(ctx.settings.verl_agent_path)
+    py = ctx.settings.python
+    r = _run([py, "-c", W.PROBE, str(pkg), ",".join(W.MODULES), W.SPACY_MODEL], timeout=120,
+             env={**os.environ, **ctx.settings.env})
+    if r is None or r.returncode != 0:
+        out = [Check("WebShop interpreter", "FIX", f"cannot run {py} (backend.verl.python): "
+                     "the interpreter of verl-agent's WebShop environment (its README: "
+                     "Python 3.10, setup.sh, then verl-agent)")]
+    else:
+        out = _webshop_probe_lines(json.loads(r.stdout.strip().splitlines()[-1]), py, pkg)
+    for _key, what, path in W.missing_data(st, ctx.settings.verl_agent_path):
+        out.append(Check("WebShop data", "FIX", f"{what} missing at {path}: {W.SETUP} "
+                         "(gdown's downloads; the index by run_indexing.sh)"))
+    if not any(c.name == "WebShop data" for c in out):
+        out.append(Check("WebShop data", "ok", f"products and search index under {pkg}"))
+    return out
+
+
+def _webshop_probe_lines(found: dict[str, Any], py: str, pkg: Path) -> list[Check]:
+    """The probe's findings as check lines (ok, or what to do)."""
+    from ccpo_lab.backends.verl import webshop as W
+
+    ver = ".".join(str(v) for v in found.get("python", []))
+    mods = found.get("modules", {})
+    missing = [m for m in W.MODULES if not mods.get(m)]
+    out = []
+    if "web_agent_site" in missing:
+        out.append(Check("WebShop package", "FIX", f"{pkg} has no web_agent_site: the "
+                         "verl-agent checkout lacks WebShop (backend.verl.verl_agent_path)"))
+        missing.remove("web_agent_site")
+    if missing:
+        out.append(Check("WebShop modules", "FIX", f"{', '.join(missing)} not importable by "
+                         f"{py} (Python {ver}): pip install -r {pkg}/requirements.txt there "
+                         "(verl-agent's README: a Python 3.10 environment, setup.sh)"))
+    else:
+        out.append(Check("WebShop modules", "ok", f"{py} (Python {ver})"))
+    out.append(Check("spaCy model", "ok", W.SPACY_MODEL) if found.get("spacy_model") else
+               Check("spaCy model", "FIX", f"{W.SPACY_MODEL} not in {py}: {py} -m spacy "
+                     f"download {W.SPACY_MODEL}"))
+    out.append(Check("Java", "ok", str(found["java"])) if found.get("java") else
+               Check("Java", "FIX", "no java on the trainer's PATH nor under JAVA_HOME "
+                     "(pyserini's Lucene index needs Java 11): conda install -c conda-forge "
+                     "openjdk=11, or set JAVA_HOME in backend.verl.env"))
+    return out
+
+
+def check_environment(ctx: Context) -> list[Check]:
+    """What the sweep's environment needs beyond ALFWorld's (whose data is a node-side
+    check): Sokoban's modules, WebShop's whole environment."""
+    if ctx.environment == "sokoban":
+        return check_sokoban(ctx)
+    if ctx.environment == "webshop":
+        return check_webshop(ctx)
+    return []
+
+
 SUBMIT_CHECKS: tuple[Callable[[Context], list[Check]], ...] = (
-    check_checkout, check_trainer_env, check_packages, check_mlflow, check_launcher,
-    check_disk)
+    check_checkout, check_trainer_env, check_packages, check_environment, check_mlflow,
+    check_launcher, check_disk)
 """Checks of the machine that submits (the login node under Slurm)."""
 NODE_CHECKS: tuple[Callable[[Context], list[Check]], ...] = (
     check_gpus, check_attention, check_alfworld, check_model)
@@ -364,10 +458,12 @@ def context(sweep: Sweep | None, results: Path) -> Context:
 
     cfg = sweep.config
     launcher = launcher_for(sweep, results)
+    env = cfg.environments[0] if cfg.environments else "alfworld"
     return Context(settings=cfg.backend.verl, results=sweep.sweep_dir(results),
                    launcher=launcher,
                    parallel_runs=min(launcher.parallel_runs(), len(sweep.runs)),
-                   tracking_uri=cfg.tracking.uri)
+                   tracking_uri=cfg.tracking.uri, environment=env,
+                   env_settings=cfg.env.of(env))
 
 
 def node_checks(ctx: Context) -> list[Check]:
@@ -390,7 +486,8 @@ def run_doctor(sweep: Sweep | None, results: Path) -> list[Check]:
             "ccpo-lab doctor SWEEP.yaml --on-node"
         out += [Check(name, "skip", f"the runs execute elsewhere ({ctx.launcher.kind} "
                       f"launcher, e.g. from a login node): `{how}` checks it where they run")
-                for name in NODE_NAMES]
+                for name in NODE_NAMES
+                if name != "ALFWorld data" or ctx.environment == "alfworld"]
     else:
         out += node_checks(ctx)
     return out

@@ -67,8 +67,14 @@ def needs(run: RunConfig) -> Needs:
 def check_sweep(runs: list[RunConfig], run_dirs: list[RunDir | None]) -> None:
     """Before anything is written or submitted: one valid GPU layout over the sweep, the
     same as the runs already in the sweep directory (compared once,
-    through the first planned run: the layout is shared by every run of a sweep)."""
+    through the first planned run: the layout is shared by every run of a sweep); on
+    WebShop, its data where verl-agent reads it (:func:`.webshop.check_data`)."""
     check_sweep_layout(runs)
+    webshop = next((r for r in runs if r.environment == "webshop"), None)
+    if webshop is not None:   # its data is the same for every run: checked once
+        from ccpo_lab.backends.verl.webshop import check_data
+
+        check_data(webshop)
     first = next(((r, d) for r, d in zip(runs, run_dirs, strict=True) if d is not None), None)
     if first is not None:
         check_run_layout(first[0], first[1].path)
