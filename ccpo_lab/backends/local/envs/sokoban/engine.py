@@ -9,8 +9,8 @@ one symbol a cell (``#`` wall, ``_`` floor, ``O`` target, ``X`` box, ``√`` box
 newlines, as verl-agent's text Sokoban shows it; the admissible actions are the four moves.
 
 ``gym_sokoban`` imports ``pkg_resources``, which setuptools 81+ no longer ships: when it is
-missing, :func:`sokoban_modules` puts a minimal stand-in in ``sys.modules`` (only the RGB
-renderers, which ccpo-lab does not call, read files through it).
+missing, :func:`sokoban_modules` puts a minimal stand-in in ``sys.modules`` while it imports
+gym_sokoban (only the RGB renderers, which ccpo-lab does not call, read files through it).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ccpo_lab.backends.local.env import EpisodeStart, StepResult
+from ccpo_lab.errors import UserError
 
 ACTIONS: tuple[str, ...] = ("up", "down", "left", "right")
 """The admissible actions, in verl-agent's order."""
@@ -43,9 +44,11 @@ TASK = "push every box onto a target"
 """The task text of every room."""
 
 
-def _pkg_resources_stand_in() -> None:
+def _pkg_resources_stand_in() -> types.ModuleType | None:
+    """A minimal ``pkg_resources`` (``resource_filename`` only), or None where the real
+    one is importable."""
     if "pkg_resources" in sys.modules or importlib.util.find_spec("pkg_resources") is not None:
-        return
+        return None
     stub = types.ModuleType("pkg_resources")
 
     def resource_filename(package: str, path: str) -> str:
@@ -54,15 +57,27 @@ def _pkg_resources_stand_in() -> None:
         return os.path.join(base, path)
 
     stub.resource_filename = resource_filename  # type: ignore[attr-defined]
-    sys.modules["pkg_resources"] = stub
+    return stub
 
 
 def sokoban_modules() -> tuple[Any, Any]:
     """``(gym_sokoban.envs.room_utils, gym_sokoban.envs.sokoban_env)``, imported quietly
-    (gym prints a deprecation notice on import)."""
-    _pkg_resources_stand_in()
-    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
-        from gym_sokoban.envs import room_utils, sokoban_env
+    (gym prints a deprecation notice on import). A ``pkg_resources`` stand-in is in
+    ``sys.modules`` during the import only (other code, pytest's among it, takes a
+    ``pkg_resources`` there for setuptools')."""
+    stub = _pkg_resources_stand_in()
+    if stub is not None:
+        sys.modules["pkg_resources"] = stub
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), \
+                contextlib.redirect_stdout(io.StringIO()):
+            from gym_sokoban.envs import room_utils, sokoban_env
+    except ImportError as err:
+        raise UserError(f"Sokoban on the CPU backend needs gym_sokoban ({err}): pip install "
+                        "'ccpo-lab[local]'", key="environments", value="sokoban") from None
+    finally:
+        if stub is not None and sys.modules.get("pkg_resources") is stub:
+            del sys.modules["pkg_resources"]
     return room_utils, sokoban_env
 
 
