@@ -60,3 +60,29 @@ def task_type_of_metric(name: str) -> TaskType | None:
         return None
     known = next((t for t in TASK_TYPES if t.metric_name == m.group(1)), None)
     return known or TaskType(m.group(1), m.group(1), m.group(1))
+
+
+# ------------------------------------------------------------------------------ WebShop
+WEBSHOP_SCORE_NAME = "webshop_task_score (not success_rate)"
+"""verl-agent's name of WebShop's task score (``WebshopEnvironmentManager``'s
+``success_evaluator``: the environment's reward of the episode's last step, in [0, 1],
+partial credit for a product matching some of the goal's attributes, options and price),
+logged as ``val/<name>`` (held-out) and ``episode/<name>`` (training). The name holds
+``success_rate`` but does not end with it, so :func:`task_type_of_metric` takes it for no
+task type."""
+WEBSHOP_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("Score", f"val/{WEBSHOP_SCORE_NAME}"),
+    ("Succ.", "val/success_rate"),
+)
+"""WebShop's task columns, (display name, metric): the mean task score (x100 in the
+papers' tables) and the success rate (a purchase with score 1), held out. WebShop has no
+task types; these two are what verl-agent and the GiGPO paper report for it."""
+ENVIRONMENT_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {"webshop": WEBSHOP_COLUMNS}
+"""Task columns of an environment that has no task types of its own (ALFWorld's come from
+:data:`TASK_TYPES`)."""
+
+
+def environment_columns(environment: str) -> tuple[tuple[str, str], ...]:
+    """(display name, metric) of the task columns of ``environment``'s own metrics (empty
+    where the columns are task types: ALFWorld)."""
+    return ENVIRONMENT_COLUMNS.get(environment, ())

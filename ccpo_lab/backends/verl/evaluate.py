@@ -145,7 +145,14 @@ def checkpoints(run: RunConfig, rd: RunDir) -> Checkpoints:
 
 
 def episodes(run: RunConfig, split: str) -> EpisodeRange:
-    """``data.val_batch_size`` workers: default the training-time evaluation's."""
+    """``data.val_batch_size`` workers: default the training-time evaluation's. ALFWorld
+    runs only: the episode records come from a hook on verl-agent's ALFWorld manager
+    (:mod:`.eval_hooks`); a Sokoban or WebShop run's held-out scores are its training-time
+    evaluations (``val/*`` in ``metrics.jsonl``)."""
+    if run.environment != "alfworld":
+        raise UserError("ccpo-lab evaluate re-scores verl runs on ALFWorld only (this run's "
+                        "held-out scores are its training-time val/* metrics)",
+                        key="environment", value=run.environment, valid=["alfworld"])
     if split not in EVAL_DATASETS:
         raise UserError("the verl backend has no such split", key="--split", value=split,
                         valid=list(EVAL_DATASETS))

@@ -60,6 +60,10 @@ ASSETS = ".rehearsal"
 """Folder (inside the rehearsal's sweep directory) of its games and tiny model."""
 
 
+REHEARSABLE = ("alfworld", "sokoban")
+"""Environments a rehearsal runs (on what a CPU trainer environment has)."""
+
+
 @dataclass(frozen=True)
 class RehearsalSettings:
     """How much a rehearsal runs (everything else is the sweep's)."""
@@ -132,6 +136,12 @@ def check_inputs(sw: Any) -> None:
                         file=sw.source, key="backend.kind", value=cfg.backend.kind,
                         valid=["verl"])
     s = cfg.backend.verl
+    env = cfg.environments[0] if cfg.environments else "alfworld"
+    if env not in REHEARSABLE:
+        raise UserError("rehearse runs ALFWorld and Sokoban (WebShop needs its own "
+                        "environment: Java, pyserini, its index; docs/env-webshop.md)",
+                        file=sw.source, key="environments", value=env,
+                        valid=list(REHEARSABLE))
     if not inspect_checkout(s.verl_agent_path).exists:
         raise UserError("verl-agent checkout not found (no verl/trainer/main_ppo.py)",
                         file=sw.source, key="backend.verl.verl_agent_path",
@@ -214,12 +224,42 @@ def _source_digest() -> str:
     return hashlib.sha256(Path(__file__).with_name("tiny_model.py").read_bytes()).hexdigest()
 
 
+def ensure_sokoban_rooms(assets: Path, sw: Any, device: str, machine: Machine,
+                         settings: RehearsalSettings) -> Path:
+    """On Sokoban: the JSON file of the rooms the rehearsal will deal (settings and room
+    seeds, :func:`~ccpo_lab.backends.verl.tiny_sokoban.room_seeds`), the tiny model's
+    demonstrations; it stands where ALFWorld's games do."""
+    from ccpo_lab.backends.verl.agent import seeds
+    from ccpo_lab.backends.verl.tiny_sokoban import room_seeds
+
+    cfg = sw.config
+    p, st = cfg.protocol, cfg.env.sokoban
+    n_gpus = _fit_layout(cfg.backend.verl, device, machine.gpus)["n_gpus_per_node"]
+    env_seeds = [seeds.env_seed(p.env_seed, k) for k in cfg.seeds[:settings.seeds]]
+    rooms = {"dim_room": list(st.dim_room), "num_boxes": st.num_boxes,
+             "search_depth": st.search_depth, "max_steps": min(p.max_steps, settings.turns),
+             "room_seeds": room_seeds(env_seeds, settings.steps, settings.tasks * n_gpus,
+                                      settings.val_episodes)}
+    path = assets / "sokoban-rooms.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(rooms, sort_keys=True) + "\n")
+    return path
+
+
+def _games_key(games: Path) -> Any:
+    """What the tiny model's demonstrations come from: ALFWorld's game set's key, or the
+    Sokoban rooms file's content."""
+    if games.is_file():
+        return json.loads(games.read_text(encoding="utf-8"))
+    from ccpo_lab.backends.local.games import load_game_set
+
+    return load_game_set(games).spec.key()
+
+
 def model_key(games: Path, base_config: Path | None, history_length: int,
               machine: Machine) -> str:
     """Names the tiny model's folder: everything it is built from."""
-    from ccpo_lab.backends.local.games import load_game_set
-
-    blob = json.dumps({"games": load_game_set(games).spec.key(),
+    blob = json.dumps({"games": _games_key(games),
                        "base": base_config.read_text(encoding="utf-8") if base_config else None,
                        "history": history_length, "source": _source_digest(),
                        "torch": machine.torch, "transformers": machine.transformers},
@@ -241,7 +281,8 @@ def ensure_tiny_model(assets: Path, games: Path, checkout: Path, model_path: str
         tmp = final.with_name(final.name + f".tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         argv = [machine.python, "-m", "ccpo_lab.backends.verl.tiny_model", str(tmp),
-                "--games", str(games), "--verl-agent", str(checkout),
+                "--sokoban" if games.is_file() else "--games", str(games),
+                "--verl-agent", str(checkout),
                 "--history-length", str(history_length)]
         if base is not None:
             argv += ["--base-config", str(base)]
@@ -298,7 +339,6 @@ def rehearsal_overrides(sw: Any, device: str, machine: Machine, games: Path, mod
           "backend.verl.ppo_micro_batch_size_per_gpu=4",
           "backend.verl.log_prob_micro_batch_size_per_gpu=4",
           f"backend.verl.ray_num_cpus={max(8, os.cpu_count() or 1)}",
-          f"++backend.verl.env.ALFWORLD_DATA={games}",
           "++backend.verl.env.CCPO_LAB_DUMP_ROLLOUTS=all",
           "++backend.verl.env.HF_HUB_OFFLINE=1",
           f"protocol.total_steps={settings.steps}",
@@ -311,6 +351,8 @@ def rehearsal_overrides(sw: Any, device: str, machine: Machine, games: Path, mod
           f"protocol.ppo_mini_batch_size={mini}",
           "protocol.save_freq=1", "protocol.test_freq=1",
           "analysis.window_start=0", "analysis.adaptive.max_seeds=null"]
+    if not games.is_file():   # ALFWorld's generated games (Sokoban's rooms need no file)
+        ov.append(f"++backend.verl.env.ALFWORLD_DATA={games}")
     if device == "cpu":
         ov.append("backend.verl.vllm_attention_backend=null")
     return ov
@@ -388,7 +430,9 @@ def prepare(sweep_file: str | Path, overrides: Sequence[str], results: str | Pat
     device = choose_device(settings, machine)
     sweep_dir = Path(results) / f"{user.name}{SUFFIX}"
     assets = sweep_dir / ASSETS
-    games = ensure_rehearsal_games(assets)
+    env = user.config.environments[0]
+    games = ensure_sokoban_rooms(assets, user, device, machine, settings) \
+        if env == "sokoban" else ensure_rehearsal_games(assets)
     model, info = ensure_tiny_model(assets, games, Path(s.verl_agent_path), s.model_path,
                                     user.config.protocol.history_length, machine, say=say)
     extra = rehearsal_overrides(user, device, machine, games, model, info, settings)

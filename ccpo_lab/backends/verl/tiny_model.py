@@ -22,6 +22,10 @@ verl-agent checkout, for its prompt templates)::
 
     python -m ccpo_lab.backends.verl.tiny_model OUT_DIR --games GAMES --verl-agent CHECKOUT \\
         [--base-config CONFIG_JSON] [--history-length N] [--seed S] [--steps N]
+
+On Sokoban, ``--sokoban ROOMS_JSON`` (settings and room seeds) replaces ``--games``: the
+expert is the shortest solution of each room the rehearsal will deal
+(:mod:`.tiny_sokoban`).
 """
 
 from __future__ import annotations
@@ -266,8 +270,28 @@ def sample_check(model: Any, tok: Any, demos: list[tuple[str, str]], n: int, see
     return {"sampled": float(m), "format_share": valid / m, "expert_action_share": expert / m}
 
 
-def build(out: Path, games_root: Path, checkout: Path, *, base_config: Path | None = None,
-          spec: TinySpec | None = None) -> dict[str, Any]:
+def demos_and_texts(games_root: Path | None, checkout: Path, history_length: int,
+                    sokoban: dict[str, Any] | None) -> tuple[list[tuple[str, str]], list[str]]:
+    """The demonstrations and the tokenizer's texts: ALFWorld's games (``games_root``), or
+    Sokoban's rooms (``sokoban``: settings and ``room_seeds``, :mod:`.tiny_sokoban`)."""
+    if sokoban is not None:
+        from ccpo_lab.backends.verl import tiny_sokoban
+
+        demos = tiny_sokoban.demonstrations(checkout, history_length, sokoban,
+                                            sokoban["room_seeds"])
+        extra = tiny_sokoban.template_texts(checkout)
+    else:
+        if games_root is None:
+            raise ValueError("ALFWorld's tiny model needs --games")
+        demos = demonstrations(games_root, checkout, history_length)
+        templates = prompt_templates(checkout)
+        extra = [templates.ALFWORLD_TEMPLATE, templates.ALFWORLD_TEMPLATE_NO_HIS]
+    return demos, [p for p, _ in demos] + [answer(a) for _, a in demos] + extra
+
+
+def build(out: Path, games_root: Path | None, checkout: Path, *,
+          base_config: Path | None = None, spec: TinySpec | None = None,
+          sokoban: dict[str, Any] | None = None) -> dict[str, Any]:
     """Build, fit and save the tiny model and its tokenizer in ``out``; returns the info
     written to :data:`INFO_FILE`."""
     import torch
@@ -275,10 +299,7 @@ def build(out: Path, games_root: Path, checkout: Path, *, base_config: Path | No
 
     spec = spec or TinySpec()
     t0 = time.monotonic()
-    demos = demonstrations(games_root, checkout, spec.history_length)
-    texts = [p for p, _ in demos] + [answer(a) for _, a in demos]
-    templates = prompt_templates(checkout)
-    texts += [templates.ALFWORLD_TEMPLATE, templates.ALFWORLD_TEMPLATE_NO_HIS]
+    demos, texts = demos_and_texts(games_root, checkout, spec.history_length, sokoban)
     tok = build_tokenizer(texts)
     longest = max(len(tok(p)["input_ids"]) for p, _ in demos)
     torch.manual_seed(spec.seed)
@@ -305,7 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry (see the module docstring)."""
     ap = argparse.ArgumentParser(prog="python -m ccpo_lab.backends.verl.tiny_model")
     ap.add_argument("out", type=Path)
-    ap.add_argument("--games", type=Path, required=True)
+    ap.add_argument("--games", type=Path, default=None)
+    ap.add_argument("--sokoban", type=Path, default=None,
+                    help="JSON file: Sokoban settings and room_seeds (instead of --games)")
     ap.add_argument("--verl-agent", type=Path, required=True)
     ap.add_argument("--base-config", type=Path, default=None)
     ap.add_argument("--history-length", type=int, default=2)
@@ -313,7 +336,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=TinySpec.steps)
     ns = ap.parse_args(argv)
     spec = TinySpec(seed=ns.seed, steps=ns.steps, history_length=ns.history_length)
-    info = build(ns.out, ns.games, ns.verl_agent, base_config=ns.base_config, spec=spec)
+    sokoban = json.loads(ns.sokoban.read_text(encoding="utf-8")) if ns.sokoban else None
+    info = build(ns.out, ns.games, ns.verl_agent, base_config=ns.base_config, spec=spec,
+                 sokoban=sokoban)
     print(json.dumps(info))
     return 0
 

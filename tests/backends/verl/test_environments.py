@@ -4,6 +4,7 @@ step) on both, the shipped sweeps."""
 
 from __future__ import annotations
 
+import json
 import types
 from pathlib import Path
 from typing import Any
@@ -146,3 +147,50 @@ def test_webshop_goals_depend_on_the_key_alone() -> None:
     a.ccpo_lab_seed([0, 0, 1, 2, 0])
     b.ccpo_lab_seed([0, 0, 1, 2, 0])
     assert a.reset() == b.reset()
+
+
+# ------------------------------------------------------------------- the rehearsal
+def test_sokoban_rooms_of_the_rehearsal_are_the_ones_the_hooks_draw() -> None:
+    """:func:`room_seeds` computes the seeds the patched reset draws at each step."""
+    from ccpo_lab.backends.verl.agent import seeds as S
+    from ccpo_lab.backends.verl.tiny_sokoban import room_seeds
+
+    mod = _fake_sokoban_module()
+    P.patch_sokoban_envs(mod)
+    env = mod.SokobanMultiProcessEnv()
+    e = S.env_seed(0, 1)
+    env.ccpo_lab_seed(S.task_seed(e, "train", 1, 0))
+    drawn = set(env.reset())
+    assert drawn <= set(room_seeds([e], steps=2, tasks=2, val_episodes=4))
+    assert len(set(room_seeds([0], 2, 2, 4)) & set(room_seeds([e], 2, 2, 4))) == 0
+
+
+def test_a_sokoban_rehearsal_needs_no_alfworld_data(tmp_path: Path) -> None:
+    import sys
+
+    from ccpo_lab.backends.verl import rehearsal as R
+    from ccpo_lab.config.sweep import load_sweep
+
+    machine = R.Machine(python=sys.executable, gpus=0, torch="2.13.0", transformers="4.57.3")
+    sw = load_sweep(Path(__file__).resolve().parents[3] / "sweeps" / "sokoban-verl.yaml", [])
+    rooms = R.ensure_sokoban_rooms(tmp_path, sw, "cpu", machine, R.RehearsalSettings())
+    data = json.loads(rooms.read_text())
+    assert data["dim_room"] == [6, 6] and data["max_steps"] == 6 and data["room_seeds"]
+    ov = R.rehearsal_overrides(sw, "cpu", machine, rooms, tmp_path / "model",
+                               {"longest_prompt_tokens": 300}, R.RehearsalSettings())
+    assert not any("ALFWORLD_DATA" in o for o in ov)
+    assert "protocol.train_batch_size=2" in ov and "protocol.val_batch_size=4" in ov
+
+
+def test_a_webshop_rehearsal_is_refused_in_one_line(tmp_path: Path) -> None:
+    import pytest
+
+    from ccpo_lab.backends.verl import rehearsal as R
+    from ccpo_lab.config.sweep import load_sweep
+    from ccpo_lab.errors import UserError
+
+    sw = load_sweep(Path(__file__).resolve().parents[3] / "sweeps" /
+                    "webshop-qwen7b-slurm.yaml", [])
+    with pytest.raises(UserError) as e:
+        R.check_inputs(sw)
+    assert e.value.key == "environments" and "WebShop" in str(e.value)
