@@ -113,3 +113,59 @@ def test_doctor_on_sokoban_checks_its_modules(tmp_path: Path) -> None:
     (check,) = check_environment(ctx)
     assert check.name == "Sokoban modules"
     assert check.status == "ok" or "gym_sokoban==0.0.6" in check.detail
+
+
+def _webshop_batch(seed: int = 0) -> object:
+    """A WebShop-shaped training batch as verl-agent hands it to the estimator: 16 tasks x
+    8 rollouts, episodes of 1-15 turns, reward 10 on the last turn of a won episode (a
+    purchase with score 1) and 0 otherwise, some invalid actions, page texts as anchors,
+    the reference pass's features."""
+    import numpy as np
+    import torch
+
+    from ccpo_lab.backends.verl.smoke_env import StandInProto
+
+    rng = np.random.default_rng(seed)
+    task, traj, obs, step, reward, valid = [], [], [], [], [], []
+    for t in range(16):
+        for r in range(8):
+            n = int(rng.integers(1, 16))
+            won = bool(rng.random() < 0.3)
+            for k in range(n):
+                task.append(f"u{t}")
+                traj.append(f"t{t}-{r}")
+                obs.append(f"instruction {t} page {min(k, int(rng.integers(0, 3)))}")
+                step.append(k)
+                reward.append(10.0 if won and k == n - 1 else 0.0)
+                valid.append(bool(rng.random() < 0.9))
+    rows, width = len(task), 6
+    level = torch.zeros(rows, width)
+    level[torch.arange(rows), 3] = torch.tensor(reward)
+    mask = torch.ones(rows, width, dtype=torch.long)
+    return StandInProto({"token_level_rewards": level, "response_mask": mask,
+                         "ccpo_phi_feats": torch.randn(rows, 16, generator=torch.Generator()
+                                                       .manual_seed(seed))},
+                        {"uid": np.array(task, dtype=object),
+                         "traj_uid": np.array(traj, dtype=object),
+                         "anchor_obs": np.array(obs, dtype=object),
+                         "step": np.array(step), "is_action_valid": np.array(valid)})
+
+
+def test_every_arm_of_the_webshop_sweep_on_a_webshop_shaped_batch() -> None:
+    import torch
+
+    from ccpo_lab.backends.verl.agent.advantage import compute_token_advantages
+
+    data = _webshop_batch()
+    seen = {}
+    for run in sweep_runs(SWEEP):
+        if run.seed != 0:
+            continue
+        adv, out = compute_token_advantages(data, run.estimator.name,  # type: ignore[arg-type]
+                                            run.estimator.params)
+        assert adv.shape == data.batch["response_mask"].shape  # type: ignore[attr-defined]
+        assert torch.isfinite(adv).all() and adv.abs().sum() > 0, run.arm
+        seen[run.arm] = adv[:, 0].clone()
+    assert len(seen) == 5
+    arms = list(seen)
+    assert any(not torch.allclose(seen[a], seen[b]) for a in arms for b in arms if a != b)
