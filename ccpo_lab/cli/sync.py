@@ -47,21 +47,16 @@ def sync(
     wandb_entity: str | None = typer.Option(None, "--wandb-entity", help="W&B entity "
                                             "(default: WANDB_ENTITY, else the sweep's)."),
 ) -> None:
-    """Sync every run of the sweep to MLflow: idempotent and incremental.
+    """Sync every run of the sweep to MLflow (and W&B): idempotent and incremental.
 
-    One parent run per sweep (the sweep's settings, a description, its cost), a nested
-    child per (arm, seed) with params, tags, metrics, the report's per-run summary
-    (summary/window_mean: the number to read) and its training's start and end. Only rows
-    not yet in MLflow are sent, streamed; one sync per store at a time (a second one
-    waits). What is not sent (a line that is not a row, a value that is not usable, a
-    directory that is not a run of its place, a run file that cannot be read) is named on
-    standard error; the exit code is 1 when a run directory was not synced, or not whole.
-    When the store is unreachable nothing is lost: run sync again later; a full or
-    read-only disk is said with what to do. Prints how to open the UI with the runs
-    grouped by arm. --watch keeps it current while the runs go; --wandb pushes to Weights
-    & Biases as well. Where it goes: a flag, else the environment (MLFLOW_TRACKING_URI,
-    MLFLOW_EXPERIMENT_NAME, WANDB_MODE, WANDB_PROJECT, WANDB_ENTITY; a line says when one
-    decides), else the sweep's tracking section, else the default.
+    One parent run per sweep, a nested child per (arm, seed) with params, tags, metrics
+    and the report's per-run summary (summary/window_mean); only rows not yet there are
+    sent. What is not sent is named on standard error; exit 1 when a run directory was
+    not synced, or not whole. An unreachable store loses nothing: sync again later.
+    --watch keeps it current while the runs go; --wandb pushes to Weights & Biases too.
+    Where it goes: a flag, else the environment (MLFLOW_TRACKING_URI,
+    MLFLOW_EXPERIMENT_NAME, WANDB_*), else the sweep's tracking section, else the default.
+    A sweep over several environments: each environment's directory in turn.
     """
     from ccpo_lab.cli.paths import environment_heading, sweep_dirs
     from ccpo_lab.tracking.store import http_defaults
@@ -76,9 +71,7 @@ def sync(
         report = report_dir if env is None or report_dir is None else report_dir / env
         done = _watch(d, uri, experiment, every, follow_pid) if watch else \
             _once(d, uri, experiment, report if report and report.is_dir() else None, wandb)
-        if wandb:
-            done = _wandb(d, wandb_mode, wandb_project, wandb_entity) and done
-        ok = ok and done
+        ok = (not wandb or _wandb(d, wandb_mode, wandb_project, wandb_entity)) and done and ok
     if not ok:
         raise typer.Exit(1)
 
