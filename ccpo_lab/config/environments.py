@@ -30,7 +30,17 @@ DEFAULT_ENVIRONMENT = "alfworld"
 
 
 @dataclass(frozen=True)
-class AlfworldSettings:
+class EnvironmentSettings:
+    """What every environment's settings have: protocol overrides for its runs."""
+
+    protocol: dict[str, Any] = field(default_factory=dict, metadata={"identity": False})
+    """Protocol keys this environment's runs take instead of the sweep's (``max_steps:
+    15``, a larger group): verl-agent's scripts give each environment its own; an arm's
+    ``training`` still wins. Not part of the settings' identity: the run's protocol is."""
+
+
+@dataclass(frozen=True)
+class AlfworldSettings(EnvironmentSettings):
     """ALFWorld (``env.alfworld``). The CPU backend's game generation lives in
     ``backend.local`` (it predates environments); verl-agent's ALFWorld data in
     ``backend.verl``."""
@@ -40,7 +50,7 @@ class AlfworldSettings:
 
 
 @dataclass(frozen=True)
-class SokobanSettings:
+class SokobanSettings(EnvironmentSettings):
     """Sokoban, in verl-agent's text form (``env.sokoban``): ``gym_sokoban`` rooms, actions
     up/down/left/right, the room as text rows.
 
@@ -79,6 +89,9 @@ class SokobanSettings:
     ``backend.local.warmstart_epochs``). A sweep over several environments shares
     ``backend.local``; the small policy needs more passes over Sokoban's short solutions
     than over ALFWorld's."""
+    warmstart_demos: int | None = None
+    """CPU backend: the solver's solutions behaviour-cloned before RL (None:
+    ``backend.local.warmstart_demos``)."""
 
     MODES: ClassVar[tuple[str, ...]] = ("tiny_rgb_array",)
 
@@ -98,6 +111,9 @@ class SokobanSettings:
         for name, (low, high) in ranges.items():
             check_range(getattr(self, name), low=low, high=high, key=f"{key}.{name}",
                         file=where(f"{key}.{name}"))
+        if self.warmstart_demos is not None:
+            check_range(self.warmstart_demos, low=0, high=1_000_000,
+                        key=f"{key}.warmstart_demos", file=where(f"{key}.warmstart_demos"))
         if self.warmstart_epochs is not None:
             check_range(self.warmstart_epochs, low=0, high=10_000,
                         key=f"{key}.warmstart_epochs", file=where(f"{key}.warmstart_epochs"))
@@ -108,7 +124,7 @@ class SokobanSettings:
 
 
 @dataclass(frozen=True)
-class WebshopSettings:
+class WebshopSettings(EnvironmentSettings):
     """WebShop (``env.webshop``), verl-agent's ``env.webshop.*``: runs on the verl backend
     only, in WebShop's own environment (Java, pyserini, its product index)."""
 

@@ -154,7 +154,8 @@ def make_run(sweep: SweepConfig, arm: ArmConfig, seed: int,
     # imported on use: the estimator registry checks each implementation's module (~40 ms)
     from ccpo_lab.estimators.spec import protocol_bound
 
-    protocol = sweep.protocol
+    env = environment or sweep.environments[0]
+    protocol = environment_protocol(sweep, env)
     if arm.training:
         protocol = dataclasses.replace(protocol, **arm.training)
     bound = protocol_bound(arm.estimator.name)
@@ -162,9 +163,26 @@ def make_run(sweep: SweepConfig, arm: ArmConfig, seed: int,
     if bound:
         params = {**estimator.params, **{k: getattr(protocol, key) for k, key in bound.items()}}
         estimator = dataclasses.replace(estimator, params=params)
-    env = environment or sweep.environments[0]
     return RunConfig(sweep=sweep.name, arm=arm.name, seed=seed, estimator=estimator,
                      protocol=protocol, backend=sweep.backend, environment=env, env=sweep.env)
+
+
+def environment_protocol(sweep: SweepConfig, environment: str,
+                         where: Where | None = None) -> ProtocolConfig:
+    """The sweep's protocol with ``env.<environment>.protocol``'s overrides: what that
+    environment's runs share (an arm's ``training`` goes on top). ``where``: check the
+    overrides (keys of the protocol, values of their types) naming the file."""
+    overrides = sweep.env.of(environment).protocol
+    if not overrides:
+        return sweep.protocol
+    key = f"env.{environment}.protocol"
+    origin: Where = where or (lambda _k: None)
+    for k in overrides:
+        if k not in field_names(ProtocolConfig):
+            raise UserError("unknown key", file=origin(key), key=f"{key}.{k}",
+                            valid=field_names(ProtocolConfig))
+    return build(ProtocolConfig, {**to_plain(sweep.protocol), **overrides}, key=key,
+                 where=origin)
 
 
 def _field_type(path: Sequence[str], launcher: type[LauncherSettings]) -> Any:
@@ -399,6 +417,7 @@ def load_sweep(path: str | Path, overrides: Sequence[str] = (), *,
         if arm.training:
             _check_protocol(dataclasses.replace(cfg.protocol, **arm.training),
                             lambda _k, src=arm.source: src)
+    _check_environment_protocols(cfg, arms, where)
     _check_used_protocol(cfg, arms, where)
     if cfg.analysis.reference is not None and cfg.analysis.reference not in cfg.arms:
         raise UserError("reference arm is not in the sweep", file=where("analysis.reference"),
@@ -526,12 +545,30 @@ def _check_cost(cfg: SweepConfig, where: Any) -> None:
                         value=bu.currency, valid=[la.currency])
 
 
+def _check_environment_protocols(cfg: SweepConfig, arms: Sequence[ArmConfig],
+                                 where: Where) -> None:
+    """Each environment's protocol (its overrides on the sweep's), with every arm's
+    ``training`` on top: in range, and acceptable to the active backend."""
+    active = cfg.backend.settings
+    for env in cfg.environments:
+        if not cfg.env.of(env).protocol:
+            continue
+        protocol = environment_protocol(cfg, env, where)
+        _check_protocol(protocol, where)
+        if hasattr(active, "check_protocol"):
+            active.check_protocol(protocol, where)
+        for arm in arms:
+            if arm.training:
+                _check_protocol(dataclasses.replace(protocol, **arm.training),
+                                lambda _k, src=arm.source: src)
+
+
 def _check_used_protocol(cfg: SweepConfig, arms: Sequence[ArmConfig], where: Any) -> None:
     """Refuse a protocol key the active backend does not read, set to other than its
     default (by the sweep or an arm's ``training``): it would change the run id only."""
     ignored = getattr(type(cfg.backend.settings), "ignored_protocol", {})
     default = ProtocolConfig()
-    sources = [(cfg.protocol, where)] + [
+    sources = [(environment_protocol(cfg, e), where) for e in cfg.environments] + [
         (dataclasses.replace(cfg.protocol, **a.training), lambda _k, src=a.source: src)
         for a in arms if a.training]
     for protocol, origin in sources:

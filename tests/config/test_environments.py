@@ -201,3 +201,33 @@ def test_rehearse_takes_one_environment(workdir: Path, capsys: pytest.CaptureFix
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "environments=[alfworld]" in err, err
     assert not (workdir / "results").exists()
+
+
+def test_an_environment_s_protocol_overrides_the_sweep_s(workdir: Path) -> None:
+    path = _sweep(workdir, SWEEP + "environments: [alfworld, sokoban]\n"
+                  "env: {sokoban: {protocol: {max_steps: 15, group_size: 4}}}\n", "e.yaml")
+    alf, sok = load_sweep(path).per_environment()
+    assert alf.runs[0].protocol.max_steps == 50 and sok.runs[0].protocol.max_steps == 15
+    assert sok.runs[0].protocol.group_size == 4 and sok.runs[0].protocol.lr == 0.001
+    # the ALFWorld runs are the single-environment ones; the overrides reach the identity
+    # through the run's protocol
+    assert alf.runs[0].run_id == load_sweep(_sweep(workdir)).runs[0].run_id
+    plain = load_sweep(_sweep(workdir, SWEEP + "environments: [alfworld, sokoban]\n",
+                              "f.yaml")).per_environment()[1]
+    assert plain.runs[0].run_id != sok.runs[0].run_id
+    assert "protocol" not in sok.runs[0].identity["environment"]["sokoban"]
+
+
+@pytest.mark.parametrize(("override", "fragments"), [
+    ("+env.sokoban.protocol.max_stepz=3", ["env.sokoban.protocol.max_stepz", "unknown key"]),
+    ("+env.sokoban.protocol.max_steps=0", ["max_steps", "0"]),
+    ("+env.sokoban.protocol.lr=fast", ["env.sokoban.protocol.lr", "fast"]),
+])
+def test_bad_environment_protocol(workdir: Path, capsys: pytest.CaptureFixture[str],
+                                  override: str, fragments: list[str]) -> None:
+    path = _sweep(workdir, SWEEP + "environments: [sokoban]\n")
+    assert main(["sweep", str(path), override, "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    for f in fragments:
+        assert f in err, err

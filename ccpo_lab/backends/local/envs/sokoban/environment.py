@@ -69,9 +69,12 @@ class SokobanEnvironment(LocalEnvironment):
         return {"game_set": self.set_key(run)[:16]}
 
     def warm_start(self, run: RunConfig) -> tuple[int, int]:
-        """``backend.local``'s, with ``env.sokoban.warmstart_epochs`` when it is set."""
-        cfg, epochs = run.backend.local, sokoban_settings(run).warmstart_epochs
-        return cfg.warmstart_demos, cfg.warmstart_epochs if epochs is None else int(epochs)
+        """``backend.local``'s, with ``env.sokoban.warmstart_demos`` and ``_epochs`` where
+        they are set."""
+        cfg, s = run.backend.local, sokoban_settings(run)
+        demos = cfg.warmstart_demos if s.warmstart_demos is None else int(s.warmstart_demos)
+        epochs = cfg.warmstart_epochs if s.warmstart_epochs is None else int(s.warmstart_epochs)
+        return demos, epochs
 
     def summary(self, run: RunConfig) -> str:
         """The rooms' count and size."""
