@@ -67,6 +67,11 @@ def report(
     options = {"metric": metric, "window_start": window_start, "reference": reference,
                "confidence": confidence, "bootstrap_reps": bootstrap_reps, "alpha": alpha,
                "power": power}
+    from ccpo_lab.runs.family import is_family
+
+    if is_family(sweep_dir):
+        _across(sweep_dir, options, seed, fmt, out, sync)
+        return
     rep = build_report(sweep_dir, options, rng_seed=seed)
     shown = fmt or ("md" if out is None else None)
     text = render(rep.model, shown) if shown else None
@@ -119,3 +124,51 @@ def _write(rep: Report, out: Path, sync: bool, closing_to_stderr: bool) -> None:
         typer.secho(f"warning: {safe(w)}", fg="yellow", err=True)
     for line in res.summary().splitlines():
         say(line)
+
+
+def _across(folder: Path, options: dict[str, str | int | float | None], seed: int, fmt: str | None,
+            out: Path | None, sync: bool) -> None:
+    """A sweep over several environments: each environment's report (into
+    ``<out>/<environment>/`` with ``--out``), then the cross-environment section
+    (:mod:`ccpo_lab.report.across`; ``<out>/across.*``). Printed: every environment's
+    report under its heading, then the section (``--format json``: one document of both;
+    ``csv`` / ``latex``: the section's)."""
+    from ccpo_lab.cli.paths import environment_heading, sweep_dirs
+    from ccpo_lab.report.across import across_section
+    from ccpo_lab.report.across_output import (
+        across_csv,
+        across_json,
+        across_latex,
+        across_markdown,
+        write_across,
+    )
+    from ccpo_lab.report.analysis import build_report
+    from ccpo_lab.report.output import render
+
+    reports = {}
+    for env, d in sweep_dirs(folder):
+        reports[str(env)] = build_report(d, options, rng_seed=seed)
+        if out is not None:
+            typer.echo(environment_heading(env, d), err=fmt is not None)
+            _write(reports[str(env)], out / str(env), sync, closing_to_stderr=fmt is not None)
+    section = across_section({e: r.model for e, r in reports.items()})
+    if out is not None:
+        written = write_across(section, out)
+        say = (lambda line: typer.echo(line, err=True)) if fmt else typer.echo
+        say(f"wrote {len(written)} files to {out}: {', '.join(p.name for p in written)} "
+            "(the report across environments; each environment's in its folder)")
+    shown = fmt or ("md" if out is None else None)
+    if shown == "json":
+        import json
+
+        doc = {"environments": {e: json.loads(render(r.model, "json"))
+                                for e, r in reports.items()},
+               "across": json.loads(across_json(section))}
+        typer.echo(json.dumps(doc, indent=2))
+    elif shown == "md":
+        for e, r in reports.items():
+            typer.echo(f"# Environment {e}\n")
+            typer.echo(render(r.model, "md"))
+        typer.echo(across_markdown(section))
+    elif shown is not None:
+        typer.echo(across_csv(section) if shown == "csv" else across_latex(section), nl=False)
