@@ -8,12 +8,16 @@ import io
 import json
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ccpo_lab.config.identity import to_plain
 from ccpo_lab.config.yamlio import atomic_write_text
 from ccpo_lab.report.across import AcrossSection, CrossRow
 from ccpo_lab.report.numbers import is_rate
 from ccpo_lab.report.tables import fmt, fmt_ci, fmt_p
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 __all__ = ["FILES", "across_csv", "across_json", "across_latex", "across_markdown",
            "write_across"]
@@ -125,11 +129,27 @@ def across_figure(s: AcrossSection, out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from ccpo_lab.report.plots import DPI, STYLE, WIDE_IN
+
     pct = is_rate(s.metric)
     scale = 100.0 if pct else 1.0
     n, k = max(len(s.rows), 1), len(s.environments)
-    fig, ax = plt.subplots(figsize=(7.0, 1.0 + 0.55 * n * max(k, 2) / 2))
+    with matplotlib.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(WIDE_IN, 0.8 + 0.35 * n * max(k, 2) / 2))
+        _draw_across(ax, s, scale, pct)
+        paths = [out / "across.png", out / "across.pdf"]
+        for p in paths:
+            fig.savefig(p, dpi=DPI, metadata={"Creator": "ccpo-lab"} if p.suffix == ".pdf"
+                        else None)
+    plt.close(fig)
+    return paths
+
+
+def _draw_across(ax: Axes, s: AcrossSection, scale: float, pct: bool) -> None:
+    """The forest plot of :func:`across_figure` on ``ax``."""
+    k = len(s.environments)
     for j, env in enumerate(s.environments):
+        label: str | None = env  # on the environment's first point (a row may lack it)
         for i, r in enumerate(s.rows):
             c = r.cells[j]
             if c.diff is None:
@@ -137,8 +157,9 @@ def across_figure(s: AcrossSection, out: Path) -> list[Path]:
             y = i + (j - (k - 1) / 2) * 0.8 / max(k, 1)
             lo, hi = c.ci
             if lo is not None and hi is not None:
-                ax.plot([lo * scale, hi * scale], [y, y], color=f"C{j}", lw=1.6)
-            ax.plot(c.diff * scale, y, "o", color=f"C{j}", label=env if i == 0 else None)
+                ax.plot([lo * scale, hi * scale], [y, y], color=f"C{j}", lw=1.2)
+            ax.plot(c.diff * scale, y, "o", ms=3.5, color=f"C{j}", label=label)
+            label = None
     ax.axvline(0.0, color="0.4", lw=0.8, ls="--")
     ax.set_yticks(range(len(s.rows)), [f"{r.arm} vs {r.reference}\n({r.verdict})"
                                        for r in s.rows])
@@ -146,13 +167,7 @@ def across_figure(s: AcrossSection, out: Path) -> list[Path]:
     ax.set_xlabel(f"difference to the reference, {s.metric}" + (" (points)" if pct else ""))
     ax.set_title(f"Across environments ({s.confidence:.0%} intervals)")
     if s.rows:
-        ax.legend(loc="best", fontsize="small")
-    fig.tight_layout()
-    paths = [out / "across.png", out / "across.pdf"]
-    for p in paths:
-        fig.savefig(p, dpi=150)
-    plt.close(fig)
-    return paths
+        ax.legend(loc="best")
 
 
 def write_across(s: AcrossSection, out: Path) -> list[Path]:
