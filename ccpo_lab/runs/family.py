@@ -91,3 +91,22 @@ def check_not_family(path: str | Path) -> None:
                         "single-environment sweep of the same name cannot share it (set "
                         "environments to the family's list, or rename the sweep)",
                         file=Path(path) / FAMILY, key="environments")
+
+
+def member_environment(sweep_dir: str | Path) -> str | None:
+    """The environment whose directory ``sweep_dir`` is, in the folder of a sweep over
+    several environments; None for a sweep directory of its own."""
+    p = Path(sweep_dir)
+    if not is_family(p.parent):
+        return None
+    try:
+        return p.name if p.name in read_family(p.parent) else None
+    except UserError:
+        return None
+
+
+def tracking_group(sweep: str, sweep_dir: str | Path) -> str:
+    """How tracking groups a sweep's runs: the sweep, or ``<sweep>/<environment>`` for one
+    environment of a sweep over several (each environment its own group and parent)."""
+    env = member_environment(sweep_dir)
+    return sweep if env is None else f"{sweep}/{env}"

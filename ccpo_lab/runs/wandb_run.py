@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ccpo_lab.runs.family import tracking_group
 from ccpo_lab.runs.layout import RunDir, SweepDir
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ class WandbIdentity:
     name: str
     """Display name: ``<arm>-seed<k>``."""
     group: str
-    """The sweep."""
+    """The sweep (``<sweep>/<environment>`` for one environment of a sweep over several)."""
     job_type: str
     """The arm."""
 
@@ -126,7 +127,7 @@ def identity(rd: RunDir, run: Mapping[str, Any] | None = None) -> WandbIdentity:
     name = f"{arm}-seed{seed}" + ("" if rd.suffix == 1 else f".{rd.suffix}")
     rid = str(run.get("run_id") or hashlib.sha256(str(rd.path).encode()).hexdigest())
     return WandbIdentity(id=wandb_id(rid, sweep, arm, run.get("created")), name=name,
-                         group=sweep, job_type=arm)
+                         group=tracking_group(sweep, rd.path.parent.parent), job_type=arm)
 
 
 def run_config(rd: RunDir, run: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -49,10 +49,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ccpo_lab.config.environments import DEFAULT_ENVIRONMENT
 from ccpo_lab.errors import UserError
 from ccpo_lab.report.cost import sweep_cost_values
 from ccpo_lab.report.directory import check_report_dir
 from ccpo_lab.runs.cost import read_cost
+from ccpo_lab.runs.family import tracking_group
 from ccpo_lab.runs.files import RunFileError, open_file
 from ccpo_lab.runs.layout import FoundRun, RunDir, SweepDir
 from ccpo_lab.runs.sweep_runs import check_is_sweep, read_sweep_config
@@ -77,6 +79,9 @@ KIND, RUN_ID, SYNCED = "ccpo_lab.kind", "ccpo_lab.run_id", "ccpo_lab.synced_step
 PARAMS_TAG = "ccpo_lab.params_logged"
 """Set once a child's params are all logged (a sync cut off before logs them next time)."""
 SWEEP_TAG, ARM_TAG = "ccpo_lab.sweep", "ccpo_lab.arm"
+ENV_TAG = "ccpo_lab.environment"
+"""Every run's environment (``alfworld`` for runs written before environments); group the
+MLflow UI by it to see a sweep over several environments side by side."""
 NOTE = "mlflow.note.content"
 """The run description MLflow's UI shows."""
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
@@ -260,6 +265,7 @@ def _tags(rd: RunDir, run: Mapping[str, Any], state: Mapping[str, Any], arm: str
             "ccpo_lab.semantics": semantics_of(run).get("semantics", ""),
             "ccpo_lab.git_commit": str(git.get("commit") or ""),
             "ccpo_lab.backend": str(run.get("backend", "")),
+            ENV_TAG: str(run.get("environment") or DEFAULT_ENVIRONMENT),
             "ccpo_lab.step1_fingerprint": str(step1.get("fingerprint") or ""),
             "ccpo_lab.dir": str(rd.path.relative_to(root)),
             "ccpo_lab.state": str(state.get("state", "")),
@@ -710,7 +716,7 @@ def _sync(root: Path, manifest: Mapping[str, Any], uri: str, local: bool,
           say: Callable[[str], None] | None = None) -> SyncResult:
     from mlflow.tracking import MlflowClient
 
-    key = str(manifest.get("name") or root.name).replace("'", "")
+    key = tracking_group(str(manifest.get("name") or root.name), root).replace("'", "")
     client = MlflowClient(tracking_uri=uri)
     analysis = manifest.get("analysis") or {}
     exp_id = _experiment(client, experiment,

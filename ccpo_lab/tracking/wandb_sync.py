@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from ccpo_lab.config.yamlio import atomic_write_json
 from ccpo_lab.errors import UserError
 from ccpo_lab.runs.cost import read_cost
+from ccpo_lab.runs.family import tracking_group
 from ccpo_lab.runs.layout import FoundRun, RunDir, SweepDir
 from ccpo_lab.runs.sweep_runs import check_is_sweep, read_sweep_config
 from ccpo_lab.runs.wandb_run import (
@@ -183,9 +184,11 @@ def _sync_report(root: Path, manifest: Mapping[str, Any], sweep: str,
     values = {**headline_metrics(report), **defined(_sweep_cost(root))}
     holder = RunDir(root / REPORT_DIR)  # its W&B files (it has no run directory)
     record = holder.path / "report.json"
-    ident = WandbIdentity(id=wandb_id(hashlib.sha256(f"report {sweep}".encode()).hexdigest(),
+    group = tracking_group(sweep, root)
+    ident = WandbIdentity(id=wandb_id(hashlib.sha256(f"report {group}".encode()).hexdigest(),
                                       sweep, REPORT_JOB, str(manifest.get("created") or "")),
-                          name=f"{sweep}-report", group=sweep, job_type=REPORT_JOB)
+                          name=f"{group.replace('/', '-')}-report", group=group,
+                          job_type=REPORT_JOB)
     dest = _destination(settings, ident)
     try:
         seen = json.loads(record.read_text(encoding="utf-8"))
