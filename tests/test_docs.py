@@ -98,7 +98,7 @@ def layout_names() -> list[str]:
     """The names of what the CLI writes into a sweep or run directory, from the code that
     owns them; a folder ends with ``/``."""
     from ccpo_lab.report import directory as report_dir
-    from ccpo_lab.runs import evals, wandb_run
+    from ccpo_lab.runs import evals, family, wandb_run
     from ccpo_lab.runs.layout import RunDir, SweepDir
     from ccpo_lab.tracking import live, mlflow_sync, store, wandb_sync
 
@@ -113,7 +113,7 @@ def layout_names() -> list[str]:
               mlflow_sync.STORE, mlflow_sync.ARTIFACTS_DIR,
               store.lock_path(f"sqlite:///{sweep / mlflow_sync.STORE}", sweep).name,
               wandb_sync.REPORT_DIR, wandb_run.OFFLINE_DIR, live.LOG_NAME,
-              report_dir.MANIFEST]
+              report_dir.MANIFEST, family.FAMILY]
     return [n if "." in n else f"{n}/" for n in dict.fromkeys(names)]
 
 
