@@ -69,10 +69,13 @@ def sweep(
         typer.secho(f"warning: {w}", fg="yellow", err=True)
     if sw.multi_environment:
         from ccpo_lab.launch.costplan import check_budget, family_estimate
+        from ccpo_lab.launch.submit import check_job_modules
         from ccpo_lab.runs.family import write_family
 
         check_budget(parts[0], results, family_estimate(parts, results))  # the whole study's
         if not dry_run:
+            for part in parts:  # every environment's modules before any is launched
+                check_job_modules(part)
             write_family(sw.family_dir(results), sw.name, sw.environments)
     code = 0
     for part in parts:

@@ -68,16 +68,23 @@ def check_sweep(runs: Sequence[RunConfig], run_dirs: Sequence[RunDir | None]) ->
 
 def missing_job_modules(runs: Sequence[RunConfig]) -> list[tuple[str, str, str]]:
     """``(backend kind, module, how to install it)`` for each module a backend's job
-    imports (its runner's ``JOB_REQUIRES``: ``((module, install hint), ...)``) that this
+    imports (its runner's ``job_requires(run)``, else its ``JOB_REQUIRES``: ``((module,
+    install hint), ...)``; a run's environment may add its own) that this
     interpreter cannot find, for the runs whose job runs this interpreter (``needs(run)
     .python`` None): a base install of ccpo-lab has no torch or alfworld."""
     import importlib.util
 
     out: list[tuple[str, str, str]] = []
-    for kind in sorted({r.backend.kind for r in runs if needs(r).python is None}):
-        for module, hint in getattr(backend_runner(kind), "JOB_REQUIRES", ()):
-            if importlib.util.find_spec(module) is None:
-                out.append((kind, module, hint))
+    for run in runs:
+        if needs(run).python is not None:
+            continue
+        runner = backend_runner(run.backend.kind)
+        per_run = getattr(runner, "job_requires", None)
+        wanted = per_run(run) if per_run else getattr(runner, "JOB_REQUIRES", ())
+        for module, hint in wanted:
+            found = (run.backend.kind, module, hint)
+            if found not in out and importlib.util.find_spec(module) is None:
+                out.append(found)
     return out
 
 

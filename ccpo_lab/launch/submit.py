@@ -110,7 +110,7 @@ def summary(decisions: list[Decision]) -> str:
     return ", ".join(f"{n} {k}" for k, n in tally.items())
 
 
-def _check_job_modules(sw: Sweep) -> None:
+def check_job_modules(sw: Sweep) -> None:
     """Refuse, before anything is written, a launch whose jobs would run this interpreter
     without a module their backend imports (a base install launching CPU-backend runs)."""
     missing = missing_job_modules(sw.runs)
@@ -141,7 +141,7 @@ def launch_sweep(sw: Sweep, results: str | Path, *, new_run: bool = False, wait:
         raise UserError(f"{len(conflicts)} of {len(plan)} runs would overwrite a different "
                         "run; nothing was launched", detail="\n".join(
                             str(p.conflict) for p in conflicts))
-    _check_job_modules(sw)
+    check_job_modules(sw)
     launcher = launcher_for(sw, results)
     launcher.prepare()
     decisions = decide(plan, sweep_dir, retry_failed=retry_failed)

@@ -231,3 +231,21 @@ def test_bad_environment_protocol(workdir: Path, capsys: pytest.CaptureFixture[s
     assert len(err.splitlines()) == 1, err
     for f in fragments:
         assert f in err, err
+
+
+def test_an_environment_s_modules_are_checked_before_anything_is_launched(
+        workdir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+        ) -> None:
+    """Without gym_sokoban, a sweep over ALFWorld and Sokoban launches neither."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "gym_sokoban" else real(name, *a))
+    path = _sweep(workdir)
+    before = snapshot(workdir)
+    assert main(["sweep", str(path), "environments=[alfworld,sokoban]", "--results",
+                 str(workdir / "results")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "gym_sokoban" in err and "ccpo-lab[local]" in err
+    assert snapshot(workdir) == before

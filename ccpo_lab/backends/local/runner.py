@@ -65,6 +65,13 @@ JOB_REQUIRES = (("torch", "pip install 'ccpo-lab[local]'"),
 it in the interpreter its jobs run: :func:`ccpo_lab.config.backends.missing_job_modules`)."""
 
 
+def job_requires(run: RunConfig) -> tuple[tuple[str, str], ...]:
+    """:data:`JOB_REQUIRES` and what ``run``'s environment imports (its ``required``)."""
+    from ccpo_lab.backends.local.envs import environment_of
+
+    return (*JOB_REQUIRES, *environment_of(run).required)
+
+
 def needs(run: RunConfig) -> Needs:
     """One node, no GPU, ``num_threads`` CPUs (the placement contract)."""
     return Needs(nodes=1, gpus_per_node=0, cpus=run.backend.local.num_threads)
