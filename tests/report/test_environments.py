@@ -10,6 +10,7 @@ import io
 import json
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -47,7 +48,7 @@ def _folder(tmp: Path, effects: Mapping[str, Mapping[str, float]],
     return folder
 
 
-def _report(folder: Path, out: Path) -> dict[str, dict[str, object]]:
+def _report(folder: Path, out: Path) -> dict[str, dict[str, Any]]:
     assert main(["report", str(folder), "--out", str(out), "--no-sync"]) == 0
     for name in ("across.md", "across.csv", "across.json", "across.tex", "across.png",
                  "across.pdf"):
