@@ -194,3 +194,15 @@ def test_a_webshop_rehearsal_is_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(UserError) as e:
         R.check_inputs(sw)
     assert e.value.key == "environments" and "WebShop" in str(e.value)
+
+
+def test_rollouts_record_the_environment_as_their_task_type() -> None:
+    from ccpo_lab.backends.verl.agent.io import step1_episodes
+
+    assert [P.task_type_of(n) for n in ("alfworld/AlfredTWEnv", "alfworld/AlfredThorEnv",
+                                        "Sokoban", "Webshop", None)] == \
+        ["alfworld", "alfworld", "sokoban", "webshop", "alfworld"]
+    eps = step1_episodes(traj_uid=["a"], turn=[0], anchor_obs=["o"], actions=["x"],
+                         prompt_ids=[[1]], valid=[True], rewards=[0.0], group_size=1,
+                         task_type="sokoban")
+    assert eps[0]["task_type"] == "sokoban"

@@ -89,7 +89,7 @@ def turn_indices(traj_uid: Sequence[Any]) -> np.ndarray:
 def step1_episodes(*, traj_uid: Sequence[Any], turn: Sequence[int], anchor_obs: Sequence[Any],
                    actions: Sequence[str], prompt_ids: Sequence[Sequence[int]],
                    valid: Sequence[Any], rewards: Sequence[Any],
-                   group_size: int) -> list[dict[str, Any]]:
+                   group_size: int, task_type: str = "alfworld") -> list[dict[str, Any]]:
     """Episodes of one rollout batch (rows in gather order: trajectory by trajectory).
 
     The random ``uid`` / ``traj_uid`` strings are not recorded (they differ between runs):
@@ -107,7 +107,7 @@ def step1_episodes(*, traj_uid: Sequence[Any], turn: Sequence[int], anchor_obs: 
             e = len(order)
             order[t] = e
             episodes.append({"task_id": f"task-{e // max(group_size, 1):04d}",
-                             "rollout": e % max(group_size, 1), "task_type": "alfworld",
+                             "rollout": e % max(group_size, 1), "task_type": task_type,
                              "turns": []})
         turns = episodes[order[t]]["turns"]
         turns.append({"t": int(turn[i]), "obs": str(anchor_obs[i]), "action": str(actions[i]),

@@ -365,7 +365,21 @@ def _global_step() -> int | None:
     return None if trainer is None else int(getattr(trainer, "global_steps", -1))
 
 
-def dump_step1(batch: Any, tokenizer: Any, group_size: int, run_dir: str, step: int = 1) -> str:
+def task_type_of(env_name: Any) -> str:
+    """The ``task_type`` recorded with a rollout of verl-agent's ``env.env_name``: the
+    environment's ccpo-lab name (``alfworld`` for every ALFWorld variant, as before)."""
+    name = str(env_name or "").lower()
+    return next((n for n in ("sokoban", "webshop") if n in name), "alfworld")
+
+
+def _env_name(config: Any) -> Any:
+    """``env.env_name`` of the trainer's config (None where it has none)."""
+    get = getattr(getattr(config, "env", None), "get", None)
+    return get("env_name") if callable(get) else None
+
+
+def dump_step1(batch: Any, tokenizer: Any, group_size: int, run_dir: str, step: int = 1,
+               task_type: str = "alfworld") -> str:
     """Write the rollouts of a training batch at ``step`` (rows in gather order)."""
     nt = batch.non_tensor_batch
     prompts = batch.batch["prompts"]
@@ -382,7 +396,8 @@ def dump_step1(batch: Any, tokenizer: Any, group_size: int, run_dir: str, step: 
     episodes = step1_episodes(traj_uid=list(nt["traj_uid"]), turn=list(nt[STEP_KEY]),
                               anchor_obs=list(nt["anchor_obs"]), actions=actions,
                               prompt_ids=prompt_ids, valid=list(valid),
-                              rewards=list(nt["rewards"]), group_size=group_size)
+                              rewards=list(nt["rewards"]), group_size=group_size,
+                              task_type=task_type)
     return record_step1(run_dir, episodes, step)
 
 
@@ -402,7 +417,8 @@ def patch_rollout_loop(mod: Any) -> None:
         step = _global_step()
         every = os.environ.get(ENV_DUMP_ROLLOUTS, "") == "all"
         if is_train and run_dir and step is not None and (step == 1 or every and step > 0):
-            dump_step1(out, self.tokenizer, int(self.config.env.rollout.n), run_dir, step)
+            dump_step1(out, self.tokenizer, int(self.config.env.rollout.n), run_dir, step,
+                       task_type_of(_env_name(self.config)))
         if not is_train and STATE.val_lengths is not None and "episode_lengths" in nt:
             _, first = np.unique(np.asarray(nt["traj_uid"]), return_index=True)
             STATE.val_lengths.extend(float(x) for x in np.asarray(nt["episode_lengths"])[first])
