@@ -16,3 +16,7 @@ def resource_filename(package: str, path: str) -> str:
     spec = importlib.util.find_spec(package)
     base = os.path.dirname(spec.origin) if spec is not None and spec.origin else ""
     return os.path.join(base, path)
+
+
+def fixup_namespace_packages(path_item: str, parent: str | None = None) -> None:
+    """No-op (pytest's ``syspath_prepend`` calls it once ``pkg_resources`` is imported)."""
