@@ -11,7 +11,9 @@ from ccpo_lab.config.analysis import setting_help
 from ccpo_lab.textout import safe
 
 if TYPE_CHECKING:
+    from ccpo_lab.report.across import AcrossSection
     from ccpo_lab.report.analysis import Report
+    from ccpo_lab.tracking.mlflow_sync import SyncResult
 
 FORMAT_NAMES = ("md", "csv", "latex", "json")
 """``--format``'s choices as its help lists them (:data:`ccpo_lab.report.output.FORMATS`,
@@ -87,7 +89,8 @@ def report(
         typer.echo(text, nl=not text.endswith("\n"))
 
 
-def _write(rep: Report, out: Path, sync: bool, closing_to_stderr: bool) -> None:
+def _write(rep: Report, out: Path, sync: bool, closing_to_stderr: bool
+           ) -> SyncResult | None:
     """Write every file into ``out``; then sync to MLflow unless disabled (never fatal).
 
     The closing note (what was written, each figure and what it shows, MLflow) goes to
@@ -106,7 +109,7 @@ def _write(rep: Report, out: Path, sync: bool, closing_to_stderr: bool) -> None:
         say(f"  {files}: {what}")
     enabled = read_sweep_config(rep.sweep_dir).get("tracking", {}).get("enabled", True)
     if not sync or enabled is False:
-        return
+        return None
     from ccpo_lab.tracking.store import http_defaults
 
     http_defaults()
@@ -119,11 +122,12 @@ def _write(rep: Report, out: Path, sync: bool, closing_to_stderr: bool) -> None:
         msg = str(e).splitlines()[0] if str(e) else ""
         typer.secho(f"warning: MLflow sync failed ({type(e).__name__}: {msg}); the report "
                     "is written; run `ccpo-lab sync` later", fg="yellow", err=True)
-        return
+        return None
     for w in res.warnings:
         typer.secho(f"warning: {safe(w)}", fg="yellow", err=True)
     for line in res.summary().splitlines():
         say(line)
+    return res
 
 
 def _across(folder: Path, options: dict[str, str | int | float | None], seed: int, fmt: str | None,
@@ -145,18 +149,20 @@ def _across(folder: Path, options: dict[str, str | int | float | None], seed: in
     from ccpo_lab.report.analysis import build_report
     from ccpo_lab.report.output import render
 
-    reports = {}
-    for env, d in sweep_dirs(folder):
-        reports[str(env)] = build_report(d, options, rng_seed=seed)
-        if out is not None:
-            typer.echo(environment_heading(env, d), err=fmt is not None)
-            _write(reports[str(env)], out / str(env), sync, closing_to_stderr=fmt is not None)
+    reports = {str(env): build_report(d, options, rng_seed=seed)
+               for env, d in sweep_dirs(folder)}
     section = across_section({e: r.model for e, r in reports.items()})
     if out is not None:
+        synced = []
+        for env, d in sweep_dirs(folder):
+            typer.echo(environment_heading(env, d), err=fmt is not None)
+            synced.append((d, _write(reports[str(env)], out / str(env), sync,
+                                     closing_to_stderr=fmt is not None)))
         written = write_across(section, out)
         say = (lambda line: typer.echo(line, err=True)) if fmt else typer.echo
         say(f"wrote {len(written)} files to {out}: {', '.join(p.name for p in written)} "
             "(the report across environments; each environment's in its folder)")
+        _log_across(section, synced)
     shown = fmt or ("md" if out is None else None)
     if shown == "json":
         import json
@@ -172,3 +178,18 @@ def _across(folder: Path, options: dict[str, str | int | float | None], seed: in
         typer.echo(across_markdown(section))
     elif shown is not None:
         typer.echo(across_csv(section) if shown == "csv" else across_latex(section), nl=False)
+
+
+def _log_across(section: AcrossSection, synced: list[tuple[Path, SyncResult | None]]) -> None:
+    """The cross-environment section on each synced environment's parent run
+    (:mod:`ccpo_lab.tracking.across`); never fatal."""
+    from ccpo_lab.tracking.across import log_across
+
+    for d, res in synced:
+        if res is None:
+            continue
+        try:
+            log_across(res.uri, res.parent_run_id, section, d)
+        except Exception as e:  # noqa: BLE001 - the report stands without MLflow
+            typer.secho(f"warning: the section across environments was not logged to "
+                        f"MLflow ({type(e).__name__})", fg="yellow", err=True)

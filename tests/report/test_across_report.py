@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -47,7 +48,7 @@ def _family(tmp: Path, seeds: dict[str, tuple[int, ...]] | None = None) -> Path:
     return sw.family_dir(results)
 
 
-def _rows(out: Path) -> dict[str, dict[str, object]]:
+def _rows(out: Path) -> dict[str, dict[str, Any]]:
     doc = json.loads((out / "across.json").read_text())
     assert doc["environments"] == ["alfworld", "sokoban"]
     return {r["arm"]: r for r in doc["rows"]}
