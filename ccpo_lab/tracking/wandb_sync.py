@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ccpo_lab.config.environments import DEFAULT_ENVIRONMENT
 from ccpo_lab.config.yamlio import atomic_write_json
 from ccpo_lab.errors import UserError
 from ccpo_lab.runs.cost import read_cost
@@ -138,6 +139,15 @@ def _rows_after(rd: RunDir, after: int) -> tuple[list[tuple[int, dict[str, float
     return rows, last
 
 
+def wandb_config(rd: RunDir, run: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's W&B config: :func:`~ccpo_lab.runs.wandb_run.run_config` and
+    ``environment_name``, the run's environment (``alfworld`` for a run written before
+    environments), a flat key to filter and group W&B's runs table by (the group is
+    ``<sweep>/<environment>`` for one environment of a sweep over several)."""
+    return {**run_config(rd, run),
+            "environment_name": str(run.get("environment") or DEFAULT_ENVIRONMENT)}
+
+
 def _sync_run(f: FoundRun, settings: WandbSettings, summary: Mapping[str, float]
               ) -> tuple[bool, int]:
     """Bring one run's W&B run up to date; ``(opened, rows logged)``."""
@@ -149,7 +159,7 @@ def _sync_run(f: FoundRun, settings: WandbSettings, summary: Mapping[str, float]
     if recorded is not None and recorded >= last and digest == _digest(summary):
         return False, 0
     after = _offline_last_step(rd, ident.id) if settings.mode == "offline" else -1
-    wb = init_run(rd, settings, ident, run_config(rd, run))
+    wb = init_run(rd, settings, ident, wandb_config(rd, run))
     try:
         if settings.mode == "online":
             after = int(getattr(wb, "starting_step", 0) or 0) - 1

@@ -62,3 +62,17 @@ def test_report_logs_the_section_on_each_parent(tmp_path: Path,
         key = "across/ccpo-return-hard_vs_grpo/interaction"
         assert 0.25 < p.data.metrics[key] < 0.35  # 0.15 - (-0.15)
         assert p.data.metrics["across/gigpo_vs_grpo/directions_agree"] == 1.0
+
+
+def test_wandb_config_names_the_environment(tmp_path: Path) -> None:
+    from ccpo_lab.runs.layout import RunDir
+    from ccpo_lab.tracking.wandb_sync import wandb_config
+
+    folder = _family(tmp_path)
+    for env in ("alfworld", "sokoban"):
+        rd = RunDir(folder / env / "gigpo" / "seed-0")
+        config = wandb_config(rd, rd.read_run())
+        assert config["environment_name"] == env and config["arm"] == "gigpo"
+    old = RunDir(folder / "alfworld" / "grpo" / "seed-1")
+    run = {k: v for k, v in old.read_run().items() if k != "environment"}
+    assert wandb_config(old, run)["environment_name"] == "alfworld"  # written before
