@@ -68,15 +68,7 @@ def sweep(
     for w in _unseen_warnings(parts[0], results, dry_run):
         typer.secho(f"warning: {w}", fg="yellow", err=True)
     if sw.multi_environment:
-        from ccpo_lab.launch.costplan import check_budget, family_estimate
-        from ccpo_lab.launch.submit import check_job_modules
-        from ccpo_lab.runs.family import write_family
-
-        check_budget(parts[0], results, family_estimate(parts, results))  # the whole study's
-        if not dry_run:
-            for part in parts:  # every environment's modules before any is launched
-                check_job_modules(part)
-            write_family(sw.family_dir(results), sw.name, sw.environments)
+        _prepare_family(sw, parts, results, dry_run)
     code = 0
     for part in parts:
         if part.family:
@@ -89,6 +81,20 @@ def sweep(
                                  retry_failed=retry_failed))
     if code:
         raise typer.Exit(code)
+
+
+def _prepare_family(sw: Sweep, parts: list[Sweep], results: Path, dry_run: bool) -> None:
+    """A sweep over several environments: the whole study's budget, every environment's
+    modules, before any is launched; then its folder is marked (not on a dry run)."""
+    from ccpo_lab.launch.costplan import check_budget, family_estimate
+    from ccpo_lab.launch.submit import check_job_modules
+    from ccpo_lab.runs.family import write_family
+
+    check_budget(parts[0], results, family_estimate(parts, results))
+    if not dry_run:
+        for part in parts:
+            check_job_modules(part)
+        write_family(sw.family_dir(results), sw.name, sw.environments)
 
 
 def _environments(sw: Sweep, results: Path) -> list[Sweep]:
