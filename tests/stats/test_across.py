@@ -43,7 +43,8 @@ def test_welch_interval_covers_the_interaction() -> None:
                                         paired=False),
                  environment_difference(rng.normal(1.0, 3.0, 6), rng.normal(0.9, 2.0, 6),
                                         paired=False)]
-        it = independent_interaction(*zip(*parts, strict=True), n_seeds=4)
+        d, v, f = zip(*parts, strict=True)
+        it = independent_interaction(d, v, f, n_seeds=4)
         assert it.ci is not None
         hits += it.ci[0] <= 0.3 <= it.ci[1]
     assert 0.93 <= hits / STUDIES <= 0.97
@@ -59,7 +60,8 @@ def test_three_environments_reject_at_alpha_under_the_null(form: str) -> None:
         else:
             parts = [environment_difference(rng.normal(0.5, sd, 8), rng.normal(0.0, sd, 8),
                                             paired=False) for sd in (1.0, 2.0, 0.5)]
-            it = independent_interaction(*zip(*parts, strict=True), n_seeds=8)
+            d, v, f = zip(*parts, strict=True)
+            it = independent_interaction(d, v, f, n_seeds=8)
         rejected += it.p < 0.05
     assert 0.035 <= rejected / STUDIES <= 0.065, rejected / STUDIES
 
@@ -83,3 +85,27 @@ def test_paired_difference_and_bad_shapes() -> None:
         paired_interaction(np.zeros((1, 2)))
     with pytest.raises(ValueError):
         independent_interaction([0.1], [1.0], [3.0], n_seeds=4)
+
+
+def test_two_environments_paired_rejects_at_alpha_under_the_null() -> None:
+    rng = np.random.default_rng(3205)
+    rejected = sum(paired_interaction(_paired_study(rng, 4, [0.2, 0.2], [1.0, 3.0])).p < 0.05
+                   for _ in range(STUDIES))
+    assert 0.035 <= rejected / STUDIES <= 0.065, rejected / STUDIES
+
+
+def test_fewer_seeds_than_environments_is_conservative() -> None:
+    """n = 3 seeds, E = 5 environments: the lower-bound F rejects at most at alpha (its
+    rate may be well below it: the price of knowing nothing about the covariance), and
+    finds a large interaction."""
+    rng = np.random.default_rng(3206)
+    sds = [0.5, 1.0, 2.0, 1.0, 3.0]
+    tests = {paired_interaction(_paired_study(rng, 3, [0.0] * 5, sds)).test
+             for _ in range(3)}
+    assert tests == {"repeated-measures F (lower bound)"}
+    rejected = sum(paired_interaction(_paired_study(rng, 3, [0.0] * 5, sds)).p < 0.05
+                   for _ in range(STUDIES))
+    assert rejected / STUDIES <= 0.06, rejected / STUDIES
+    big = [paired_interaction(_paired_study(rng, 3, [0, 0, 20, 0, -20], [0.5] * 5)).p
+           for _ in range(200)]
+    assert np.mean(np.array(big) < 0.05) > 0.5
