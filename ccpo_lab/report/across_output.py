@@ -102,14 +102,23 @@ def across_json(s: AcrossSection) -> str:
 
 def _tex(text: str) -> str:
     return (text.replace("\\", r"\textbackslash{}").replace("_", r"\_").replace("%", r"\%")
-            .replace("&", r"\&").replace("#", r"\#"))
+            .replace("&", r"\&").replace("#", r"\#").replace("<", "$<$").replace(">", "$>$"))
 
 
 def across_latex(s: AcrossSection) -> str:
-    """A booktabs table of the section."""
+    """A booktabs table of the section, the width of the text (``tabularx``: its
+    comparison, environment and interaction columns wrap; ``\\usepackage{booktabs,
+    tabularx}`` as for ``tables.tex``), a ``table*`` float: both columns of a two-column
+    document."""
     pct = is_rate(s.metric)
-    cols = "l" + "l" * len(s.environments) + "lll"
-    out = [r"\begin{tabular}{" + cols + "}", r"\toprule",
+    wrap = r">{\raggedright\arraybackslash}X"
+    cols = wrap * (1 + len(s.environments)) + "l" + wrap + "l"
+    out = [r"\begin{table*}[tbp]", r"\small\setlength{\tabcolsep}{3pt}",
+           r"\caption{Across environments: each comparison's difference to the reference "
+           + ("(points) " if pct else "") + f"with its {s.confidence:.0%} interval and "
+           r"verdict per environment, and the arm $\times$ environment interaction (Holm "
+           f"at {s.alpha:g}).}}".replace("%", r"\%"),
+           r"\begin{tabularx}{\linewidth}{" + cols + "}", r"\toprule",
            " & ".join(["comparison", *map(_tex, s.environments), "directions",
                        "interaction", "across"]) + r" \\", r"\midrule"]
     for r in s.rows:
@@ -117,7 +126,7 @@ def across_latex(s: AcrossSection) -> str:
         out.append(" & ".join(_tex(x) for x in [f"{r.arm} vs {r.reference}", *cells,
                                                r.directions, _interaction(r, pct, s.alpha),
                                                r.verdict]) + r" \\")
-    out += [r"\bottomrule", r"\end{tabular}"]
+    out += [r"\bottomrule", r"\end{tabularx}", r"\end{table*}"]
     return "\n".join(out) + "\n"
 
 

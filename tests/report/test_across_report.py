@@ -74,7 +74,7 @@ def test_every_environment_then_the_section(tmp_path: Path,
     assert it["ci"][0] <= 0.30 <= it["ci"][1]  # true interaction 0.15 - (-0.15)
     md = (out / "across.md").read_text()
     assert "## Across environments" in md and "| gigpo vs grpo |" in md
-    assert "\\begin{tabular}" in (out / "across.tex").read_text()
+    assert "\\begin{tabularx}" in (out / "across.tex").read_text()
     csv_lines = (out / "across.csv").read_text().splitlines()
     assert len(csv_lines) == 1 + 3 * 2
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shutil
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -58,6 +60,21 @@ def _report(folder: Path, out: Path) -> dict[str, dict[str, Any]]:
     return {r["arm"]: r for r in doc["rows"]}
 
 
+def _compiles(out: Path, one_column: bool) -> None:
+    """across.tex in an article (one or two columns) compiles without an overfull box
+    (when pdflatex is installed)."""
+    if shutil.which("pdflatex") is None:
+        return
+    cls = r"\documentclass{article}" if one_column else r"\documentclass[twocolumn]{article}"
+    (out / "doc.tex").write_text("\n".join([cls, r"\usepackage{booktabs,tabularx}",
+                                            r"\begin{document}", r"\input{across.tex}",
+                                            "text", r"\end{document}"]))
+    subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
+                   cwd=out, capture_output=True, timeout=120, check=True)
+    log = (out / "doc.log").read_text(errors="replace")
+    assert "Overfull" not in log, log
+
+
 def _arm_means(out: Path, env: str) -> dict[str, float]:
     doc = json.loads((out / env / "report.json").read_text())
     return {a["arm"]: a["mean"] for a in doc["arms"]}
@@ -86,6 +103,8 @@ def test_three_environments_paired(tmp_path: Path) -> None:
     assert "| comparison | north | south | east | directions | interaction | across |" in md
     tex = (out / "across.tex").read_text()
     assert "north & south & east" in tex and tex.count(r"\\") == 3
+    _compiles(out, one_column=True)
+    _compiles(out, one_column=False)
     table = list(csv.DictReader(io.StringIO((out / "across.csv").read_text())))
     assert len(table) == 2 * 3
     assert {r["environment"] for r in table} == {"north", "south", "east"}
