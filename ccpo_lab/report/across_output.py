@@ -182,7 +182,9 @@ def _draw_across(ax: Axes, s: AcrossSection, scale: float, pct: bool) -> None:
 def write_across(s: AcrossSection, out: Path) -> list[Path]:
     """Every file of :data:`FILES` into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
-    texts = {"across.md": across_markdown(s), "across.csv": across_csv(s),
+    figure = ("\n![Each environment's difference to the reference, per comparison]"
+              "(across.png)\n")
+    texts = {"across.md": across_markdown(s) + figure, "across.csv": across_csv(s),
              "across.json": across_json(s), "across.tex": across_latex(s)}
     written = []
     for name, text in texts.items():
