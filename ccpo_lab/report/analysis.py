@@ -50,6 +50,7 @@ from ccpo_lab.report.settings import (
     ReportSettings,
     resolve_settings,
 )
+from ccpo_lab.runs.family import tracking_group
 from ccpo_lab.runs.layout import RunDir
 from ccpo_lab.runs.metrics import MetricsScan
 from ccpo_lab.runs.sweep_runs import load_sweep_runs
@@ -362,7 +363,7 @@ def build_report(sweep_dir: str | Path, options: Mapping[str, Any] | None = None
     evaluation, eval_notes = evaluation_section(runs, arms, settings, root)
     notes += eval_notes
     model = ReportModel(
-        sweep=str(manifest.get("name") or root.name),
+        sweep=tracking_group(str(manifest.get("name") or root.name), root),
         **{k: getattr(settings, k) for k in OPTION_KEYS}, settings_from=dict(settings.sources),
         bootstrap_min_seeds=bootstrap_min_runs(settings.confidence),
         iqm_bootstrap_min_seeds=bootstrap_min_runs(settings.confidence, n_strata=len(columns) - 2),

@@ -61,6 +61,7 @@ def test_every_environment_then_the_section(tmp_path: Path,
     assert main(["report", str(folder), "--out", str(out), "--no-sync"]) == 0
     for env in ("alfworld", "sokoban"):
         assert (out / env / "report.md").is_file() and (out / env / "report.json").is_file()
+        assert (out / env / "report.md").read_text().startswith(f"# Report: envs/{env}\n")
     for name in ("across.md", "across.csv", "across.json", "across.tex", "across.png",
                  "across.pdf"):
         assert (out / name).stat().st_size > 0, name
