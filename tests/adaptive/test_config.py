@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ccpo_lab.config.sweep import load_sweep
+from ccpo_lab.config.sweep import Sweep, load_sweep
 from ccpo_lab.errors import UserError
 from tests.conftest import REPO
 from tests.report.builders import sweep_file
@@ -77,4 +77,6 @@ def test_run_ids_do_not_depend_on_the_design(path: Path) -> None:
                                  "analysis.adaptive.seeds_per_look=2",
                                  "analysis.adaptive.spending=pocock", "analysis.pairs=[]"])
     assert designed.design is not None
-    assert [r.run_id for r in designed.runs] == [r.run_id for r in plain.runs]
+    def ids(sw: Sweep) -> list[str]:
+        return [r.run_id for part in sw.per_environment() for r in part.runs]
+    assert ids(designed) == ids(plain)
