@@ -97,10 +97,10 @@ class Sweep:
 
     @property
     def runs(self) -> list[RunConfig]:
-        """Every (arm, seed) run, arms outermost, in file order."""
-        env = self.environment
-        return [make_run(self.config, arm, seed, env) for arm in self.arms
-                for seed in self.config.seeds]
+        """Every (arm, seed) run, arms outermost, in file order; over several environments,
+        each environment's in turn (their directories: :meth:`per_environment`)."""
+        return [make_run(self.config, arm, seed, env) for env in self.config.environments
+                for arm in self.arms for seed in self.config.seeds]
 
     @property
     def reference_arm(self) -> str:

@@ -69,8 +69,9 @@ def test_per_environment_directories(workdir: Path, tmp_path: Path) -> None:
     # the same arm and seed: the ALFWorld part's runs are the single-environment ones
     assert [r.run_id for r in parts[0].runs] == [r.run_id for r in load_sweep(
         _sweep(workdir)).runs]
+    assert [r.run_id for r in sw.runs] == [r.run_id for p in parts for r in p.runs]
     with pytest.raises(ValueError):
-        sw.runs  # noqa: B018 - a sweep over several environments is taken per environment
+        sw.sweep_dir(tmp_path)  # each environment has its own
 
 
 BAD = [
