@@ -18,7 +18,7 @@ def test_disabled_tracking_is_refused(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "tracking is disabled for this sweep" in capsys.readouterr().err
     assert not (sweep_dir / "mlflow.db").exists()
     assert main(["sync", str(tmp_path / "nowhere")]) == 2
-    assert "sweep directory not found" in capsys.readouterr().err
+    assert "nowhere: not a directory" in capsys.readouterr().err
 
 
 def test_keys_params_and_uri(tmp_path: Path) -> None:
