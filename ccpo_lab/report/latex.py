@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ccpo_lab.report.model import ReportModel
 from ccpo_lab.report.tables import Table, tables
@@ -109,9 +110,21 @@ MAX_ROWS = 40
 """Rows per float: a longer table is split into parts ("continued") that each fit a page."""
 
 
+def column_notes(t: Table) -> list[str]:
+    """The notes that carry a table's ``latex_note`` columns: ``title: row label value;
+    ...`` (the row label is its first cell), one per such column."""
+    return [f"{c.title}: " + "; ".join(f"{row[0]} {row[i]}" for row in t.rows)
+            for i, c in enumerate(t.columns) if c.latex_note and t.rows]
+
+
 def table_latex(t: Table, label_prefix: str = "ccpo") -> list[str]:
     """One table as ``ccpotable`` floats with a booktabs ``tabularx`` of the column's width
-    (several floats of :data:`MAX_ROWS` rows when it is longer; notes under the last)."""
+    (several floats of :data:`MAX_ROWS` rows when it is longer; notes under the last,
+    first those of its ``latex_note`` columns: :func:`column_notes`)."""
+    keep = [i for i, c in enumerate(t.columns) if not c.latex_note]
+    notes = (*column_notes(t), *t.notes)
+    t = replace(t, columns=tuple(t.columns[i] for i in keep),
+                rows=tuple(tuple(row[i] for i in keep) for row in t.rows), notes=notes)
     spec = "".join(r">{\raggedright\arraybackslash}X" if c.wrap else c.align
                    for c in t.columns)
     parts = [t.rows[i:i + MAX_ROWS] for i in range(0, max(len(t.rows), 1), MAX_ROWS)]

@@ -2,10 +2,11 @@
 
 Each builder turns the :class:`~ccpo_lab.report.model.ReportModel` into a :class:`Table`
 of formatted cells; Markdown (here) and LaTeX (:mod:`ccpo_lab.report.latex`) render the
-same cells, so both show the same numbers. Success rates are shown in percent; interim
-runs (``*``), comparisons whose step-1 identity was not verified (``†``) and power
-figures with an assumed sd (``‡``) are marked. The CSV files and the JSON hold the raw
-values (:mod:`ccpo_lab.report.export`).
+same cells, so both show the same numbers (LaTeX sets a ``latex_note`` column, the
+comparisons' seed correlations, as a note under its table). Success rates are shown in
+percent; interim runs (``*``), comparisons whose step-1 identity was not verified
+(``†``) and power figures with an assumed sd (``‡``) are marked. The CSV files and the
+JSON hold the raw values (:mod:`ccpo_lab.report.export`).
 
 To add a table: write a builder ``(model) -> Table`` and add it to :data:`TABLES`.
 """
@@ -37,6 +38,9 @@ class Column:
     """``l`` or ``r``."""
     wrap: bool = False
     """LaTeX: a text column that may wrap (arm names)."""
+    latex_note: bool = False
+    """LaTeX: set as a note under the table (each row's value after its first cell)
+    instead of a column, for a table with no width to spare in one column."""
 
 
 @dataclass(frozen=True)
@@ -214,8 +218,19 @@ def arms_table(model: ReportModel) -> Table:
     return Table("arms", title, tuple(columns), tuple(rows), tuple(notes))
 
 
+def fmt_corr(r: float | None, ci: Pair) -> str:
+    """A correlation with two decimals and its interval, ``0.93 [0.41, 0.99]`` (the value
+    alone when it has no interval; a dash when undefined)."""
+    if r is None:
+        return DASH
+    if ci[0] is None or ci[1] is None:
+        return f"{r:.2f}"
+    return f"{r:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]"
+
+
 def comparisons_table(model: ReportModel) -> Table:
-    """Arm | Δ | CI | p | p (Holm) | P(X>Y) | seeds needed | verdict: one test per row."""
+    """Arm | Δ | CI | p | p (Holm) | P(X>Y) | seed corr. | seeds needed | verdict: one test
+    per row."""
     pct = is_rate(model.metric)
     lv = level(model)
     ref = model.reference
@@ -224,7 +239,9 @@ def comparisons_table(model: ReportModel) -> Table:
                Column("p (Holm)"), Column("P(X>Y)")]
     if show_poi_ci:
         columns.append(Column(f"P(X>Y) {lv} CI"))
-    columns += [Column("seeds needed"), Column("verdict", "l")]
+    # LaTeX sets the correlations as a note: in one column the table has no width to spare
+    columns += [Column("seed corr.", latex_note=True), Column("seeds needed"),
+                Column("verdict", "l")]
     rows, unverified, assumed = [], [], False
     paired_arms = {c.reference for c in model.comparisons} - {ref} != set()
     for c in model.comparisons:
@@ -247,8 +264,9 @@ def comparisons_table(model: ReportModel) -> Table:
                fmt_p(c.p_holm, model.alpha), fmt_prob(c.prob_improvement)]
         if show_poi_ci:
             row.append(fmt_ci_prob(c.ci_prob_improvement))
+        row.append(fmt_corr(c.seed_correlation, c.ci_seed_correlation))
         rows += [tuple([*row, needed, c.verdict])]
-    notes = _comparison_notes(model, paired_arms, show_poi_ci)
+    notes = _comparison_notes(model, paired_arms, show_poi_ci) + _correlation_notes(model)
     if unverified:
         notes.append(f"{STEP1_MARK} step-1 identity not verified: " + "; ".join(unverified))
     if assumed:
@@ -284,6 +302,29 @@ def _comparison_notes(model: ReportModel, paired_arms: bool, show_poi_ci: bool) 
             "(Mann–Whitney U / (n_x n_y))"
             + ("" if show_poi_ci else f"; its bootstrap interval is shown from "
                f"{model.bootstrap_min_seeds} seeds per arm")]
+
+
+def _correlation_notes(model: ReportModel) -> list[str]:
+    """What the seed corr. column is, then what each comparison's correlation (or its
+    lack of spread) means for its test: the row's ``seed_correlation_note`` without the
+    numbers the column shows, one line per meaning with the comparisons it holds for."""
+    paired_arms = {c.reference for c in model.comparisons} - {model.reference} != set()
+    versus = "its pair" if paired_arms else model.reference
+    bare = any(c.seed_correlation is not None and c.ci_seed_correlation[0] is None
+               for c in model.comparisons)
+    out = [f"seed corr. = Pearson correlation of the arm's and {versus}'s window means "
+           f"across their common seeds, with its {level(model)} Fisher-z interval from 4 common "
+           f"seeds; {DASH} below 3 common seeds or when an arm has no spread across them"
+           + ("; a value without an interval (3 common seeds) is no evidence of a shared "
+              "seed effect" if bare else "")]
+    by_meaning: dict[str, list[str]] = {}
+    for c in model.comparisons:
+        if c.seed_correlation_note:
+            what, _, meaning = c.seed_correlation_note.partition(": ")
+            by_meaning.setdefault(meaning or what, []).append(
+                f"{c.arm} vs {c.reference}" if paired_arms else c.arm)
+    return out + [f"seed corr. of {', '.join(names)}: {meaning}"
+                  for meaning, names in by_meaning.items()]
 
 
 def _design_note(model: ReportModel) -> list[str]:

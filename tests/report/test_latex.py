@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ccpo_lab.report.analysis import Report, build_report
-from ccpo_lab.report.latex import latex_document, table_latex
+from ccpo_lab.report.latex import latex_document, latex_escape, table_latex
 from ccpo_lab.report.output import write_all
 from ccpo_lab.report.plots import FIGURES
 from ccpo_lab.report.tables import table_markdown, tables, to_markdown
@@ -96,14 +96,22 @@ _NUMBER = re.compile(r"\d+\.\d+|\d+")
 
 
 def test_latex_shows_the_numbers_of_the_markdown(demo: Report) -> None:
+    """Row by row; a ``latex_note`` column's numbers in its note under the table."""
     for t in tables(demo.model):
         md = table_markdown(t)[2:]
-        tex = [x for x in table_latex(t) if x.endswith(r" \\")][1:]  # rows, not the header
+        latex = table_latex(t)
+        tex = [x for x in latex if x.endswith(r" \\")][1:]  # rows, not the header
         assert len(md) == len(tex) == len(t.rows) > 0
+        noted = [i for i, c in enumerate(t.columns) if c.latex_note]
         for row, m, x in zip(t.rows, md, tex, strict=True):
-            want = _NUMBER.findall(" ".join(row))
-            assert _NUMBER.findall(m) == want
+            assert _NUMBER.findall(m) == _NUMBER.findall(" ".join(row))
+            want = _NUMBER.findall(" ".join(c for i, c in enumerate(row) if i not in noted))
             assert _NUMBER.findall(x.removesuffix(r" \\")) == want, (x, want)
+        for i in noted:
+            note = next(x for x in latex if x.endswith(latex_escape(
+                f"{t.columns[i].title}: " + "; ".join(f"{r[0]} {r[i]}" for r in t.rows))))
+            assert _NUMBER.findall(note) == _NUMBER.findall(" ".join(
+                f"{r[0]} {r[i]}" for r in t.rows))
 
 
 @needs_tex

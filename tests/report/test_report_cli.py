@@ -46,17 +46,18 @@ def test_markdown_marks_interim_and_unverified(study: Path,
     arm = next(line for line in lines if line.startswith("| ccpo-return-hard* |"))
     assert arm == "| ccpo-return-hard* | 87.5 | — | — | 1 | — | — |"
     cmp = next(line for line in lines if line.startswith("| ccpo-return-hard*† |"))
-    assert "| +25.0 | — | — | — | 1.00 |" in cmp and "‡ | unresolved |" in cmp
+    assert "| +25.0 | — | — | — | 1.00 | — |" in cmp and "‡ | unresolved |" in cmp
     assert "‡ sd assumed" in out
     assert "* interim (not at the final step): ccpo-return-hard seed 1 at step 15 of 30; " \
            "ccpo-return-hard seed 2 has logged nothing yet (of 30 steps)" in out
     assert "† step-1 identity not verified: ccpo-return-hard: no step-1 fingerprint " \
            "(seed 0)" in out
     assert "| grpo (ref.) | 62.5 | [31.4, 93.6] | 12.5 | 3 | 62.5 | 10.00 |" in out
-    # one comparison row: the test's interval, p, Holm p, P(X>Y), seeds needed, verdict
+    # one comparison row: the test's interval, p, Holm p, P(X>Y), seed corr. (3 seeds: no
+    # interval), seeds needed, verdict
     gigpo = next(line for line in lines if line.startswith("| gigpo | +16.7"))
-    assert gigpo.startswith("| gigpo | +16.7 | [-1.3, 34.6] | 0.057 | 0.057 | 0.89 | 5 | "
-                            "unresolved |")
+    assert gigpo.startswith("| gigpo | +16.7 | [-1.3, 34.6] | 0.057 | 0.057 | 0.89 | 0.87 | "
+                            "5 | unresolved |")
     assert "†" not in gigpo
     # no 95% bootstrap interval at 3 seeds; where it would come from is said
     assert "CI (bootstrap)" not in out and "covers less than 92.5% (about 75% at 3 seeds)" in out
