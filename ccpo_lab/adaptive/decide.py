@@ -30,8 +30,13 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from ccpo_lab.adaptive.levels import is_joint, levels_table
-from ccpo_lab.adaptive.pool import ArmData, pooled_comparison, pooled_spread
+from ccpo_lab.adaptive.levels import is_joint, levels_table, statistic
+from ccpo_lab.adaptive.pool import (
+    ArmData,
+    max_test_comparison,
+    pooled_comparison,
+    pooled_spread,
+)
 from ccpo_lab.adaptive.state import SEEDS_NEEDED_MAX, Action, AdaptiveState, Decision, Look
 from ccpo_lab.config.design import AdaptiveDesign
 from ccpo_lab.stats.compare import Comparison, compare_arms
@@ -86,6 +91,7 @@ class _Open:
     sizes: tuple[tuple[int, int], ...]  # per tested look, this one included when testable
     final: bool
     testable: bool
+    rank: tuple[float, float] | None = None  # mean-or-rank: the ranks' t and its df
 
     @property
     def information(self) -> float:
@@ -221,6 +227,7 @@ def _open_comparisons(state: AdaptiveState, scores: Scores,
         x, sx = _arm_values(arm, assigned[arm], scores)
         y, sy = _arm_values(base, assigned[base], scores)
         past = tested[key]
+        rank: tuple[float, float] | None = None
         # the declared test; paired falls back to Welch when the arms share < 2 seeds at
         # the first look, and a comparison keeps its first look's test
         welch = design.test == "unpaired" or (bool(past) and past[0].test == "welch")
@@ -229,6 +236,9 @@ def _open_comparisons(state: AdaptiveState, scores: Scores,
             se, va, vb = _spread(c, x, sx, y, sy)
         else:
             c, se, va, vb = pooled_comparison(c, pool[0], key, pool[1], pool[2])
+            if statistic(design) == "mean-or-rank":
+                c, t_r, df_r = max_test_comparison(c, pool[0], key)
+                rank = (t_r, df_r)
         sizes = tuple(_size(d.test, d.n_x, d.n_y, d.n_pairs) for d in past)
         final = (len(assigned[arm]) >= design.max_seeds
                  or len(assigned[base]) >= design.max_seeds)
@@ -240,7 +250,7 @@ def _open_comparisons(state: AdaptiveState, scores: Scores,
             testable = grew
             if grew:
                 sizes = (*sizes, now_size)
-        opened.append(_Open(i, c, se, va, vb, sizes, final, testable))
+        opened.append(_Open(i, c, se, va, vb, sizes, final, testable, rank))
     return opened
 
 
@@ -333,7 +343,7 @@ def _decide_one(o: _Open, key: tuple[str, str], design: AdaptiveDesign, r: int,
         final_level = float(nom_final)
         needed = seeds_needed_at(abs(c.diff), o.var_a, o.var_b, final_level, design.power,
                                  SEEDS_NEEDED_MAX)
-    stat = _stat_text(c, nominal, bound)
+    stat = _stat_text(c, nominal, bound, o.rank)
     action: Action
     if o.testable and rejected_now:
         action = "better" if c.diff > 0 else "worse"
@@ -389,12 +399,18 @@ def _seeds_to_add(
     return out
 
 
-def _stat_text(c: Comparison, nominal: float | None, bound: float | None) -> str:
+def _stat_text(c: Comparison, nominal: float | None, bound: float | None,
+               rank: tuple[float, float] | None = None) -> str:
     if not np.isfinite(c.p_value):
         return "no test possible"
     cmp = "<=" if nominal is not None and c.p_value <= nominal else ">"
     p, level = p_bound_text(c.p_value, float(nominal if nominal is not None else "nan"))
-    text = f"{c.test} t = {c.t:.2f} (df {c.df:.3g}), p = {p} {cmp} {level}"
+    text = f"{c.test} t = {c.t:.2f} (df {c.df:.3g})"
+    if rank is not None:  # the maximum test: the p is the smaller of the two
+        t_r = "undefined" if not np.isfinite(rank[0]) else f"{rank[0]:.2f} (df {rank[1]:.3g})"
+        text += f", ranks' t = {t_r}, p (mean or rank) = {p} {cmp} {level}"
+        return text
+    text += f", p = {p} {cmp} {level}"
     if bound is not None:
         text += f" (|t| boundary {bound:.2f})"
     return text

@@ -4,8 +4,9 @@ One function that both the live decision (:mod:`ccpo_lab.adaptive.decide`) and t
 simulation (:mod:`ccpo_lab.adaptive.simulate`) call, so they use the same table.
 
 * ``family: joint`` (the default) when every comparison has the same baseline: the
-  max-statistic boundary of :func:`ccpo_lab.stats.joint.joint_levels`, stepped down as
-  comparisons are rejected (a family of ``r`` open comparisons uses the ``r`` column).
+  max-statistic boundary of :func:`ccpo_lab.stats.joint.joint_levels` for the design's
+  ``statistic`` (the mean's t, or the maximum test of it and the ranks' t), stepped down
+  as comparisons are rejected (a family of ``r`` open comparisons uses the ``r`` column).
 * Otherwise (``family: holm``, or comparisons against different baselines) Holm's
   group-sequential levels at ``alpha / r`` (:func:`ccpo_lab.stats.sequential.nominal_table`).
 """
@@ -19,10 +20,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ccpo_lab.config.design import AdaptiveDesign
-from ccpo_lab.stats.joint import joint_levels
+from ccpo_lab.stats.joint import JointStatistic, joint_levels
 from ccpo_lab.stats.sequential import nominal_table
 
-__all__ = ["is_joint", "levels_table"]
+__all__ = ["is_joint", "levels_table", "statistic"]
+
+
+def statistic(design: AdaptiveDesign) -> JointStatistic:
+    """The joint family's statistic (the design's, resolved for its test)."""
+    return "mean-or-rank" if design.statistic == "mean-or-rank" else "mean"
 
 
 def is_joint(design: AdaptiveDesign) -> bool:
@@ -52,6 +58,6 @@ def levels_table(
     cap = design.max_seeds if max_seeds is None else int(max_seeds)
     if is_joint(design) and method == "calibrated":
         return joint_levels(looks, cap, design.alpha, m, design.spending,
-                            "paired" if paired else "unpaired")
+                            "paired" if paired else "unpaired", statistic(design))
     return nominal_table(looks, cap, design.alpha, m, design.spending,
                          "paired" if paired else "welch", method)

@@ -3,7 +3,9 @@
 :mod:`ccpo_lab.stats.joint` defines the statistic: comparison ``i``'s mean difference over
 a standard error whose variance is pooled over the whole family (paired: the per-seed
 differences of every comparison, each over its own pairs; unpaired: every arm's scores).
-This module computes it from a sweep's per-seed scores, exactly as
+With ``statistic: mean-or-rank`` the p-value is the maximum test's
+(:func:`~ccpo_lab.stats.joint.max_test_p`: that t's or the comparison's ranks'). This
+module computes both from a sweep's per-seed scores, exactly as
 :func:`ccpo_lab.adaptive.simulate.run_design` does on simulated ones
 (``tests/adaptive/test_decide.py`` checks they agree study by study).
 """
@@ -18,9 +20,9 @@ from numpy.typing import NDArray
 from scipy import special
 
 from ccpo_lab.stats.compare import _ZERO_SPREAD_ULPS, Comparison
-from ccpo_lab.stats.joint import pooled
+from ccpo_lab.stats.joint import max_test_p, pooled, rank_t
 
-__all__ = ["ArmData", "pooled_comparison", "pooled_spread"]
+__all__ = ["ArmData", "max_test_comparison", "pooled_comparison", "pooled_spread"]
 
 ArmData = Mapping[str, tuple[NDArray[np.float64], NDArray[np.int64]]]
 """arm -> (values, seed labels) of its seeds with a finite score."""
@@ -78,3 +80,17 @@ def pooled_comparison(c: Comparison, data: ArmData, key: tuple[str, str], v: flo
     p = float(2.0 * special.stdtr(df, -abs(t))) if ok else nan
     out = dataclasses.replace(c, t=t, df=df if ok else nan, p_value=p, se=se)
     return out, se, va, vb
+
+
+def max_test_comparison(c: Comparison, data: ArmData, key: tuple[str, str]
+                        ) -> tuple[Comparison, float, float]:
+    """``c`` (pooled, :func:`pooled_comparison`) with the ``mean-or-rank`` p-value:
+    ``(comparison, the ranks' t, its df)``; the ranks of the comparison's own two arms
+    (paired: its common seeds' differences), nan below 2 values per arm."""
+    paired = c.test == "paired"
+    x, y = _pair(data, *key) if paired else (data[key[0]][0], data[key[1]][0])
+    if min(x.size, y.size) < 2:
+        return c, float("nan"), float("nan")
+    t_r, df_r = rank_t(x, y, paired)
+    p = float(max_test_p(np.float64(c.p_value), np.float64(c.diff), t_r, df_r))
+    return dataclasses.replace(c, p_value=p), float(t_r), float(df_r)

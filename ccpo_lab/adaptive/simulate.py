@@ -30,10 +30,10 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import special
 
-from ccpo_lab.adaptive.levels import is_joint, levels_table
+from ccpo_lab.adaptive.levels import is_joint, levels_table, statistic
 from ccpo_lab.config.design import AdaptiveDesign, every_arm_versus
 from ccpo_lab.stats.compare import _ZERO_SPREAD_ULPS, holm  # the report's zero-spread rule
-from ccpo_lab.stats.joint import joint_df, pooled
+from ccpo_lab.stats.joint import JointStatistic, joint_df, max_test_p, pooled, rank_t
 from ccpo_lab.stats.sequential import futile, step_down
 
 __all__ = [
@@ -92,14 +92,16 @@ def arm_indices(design: AdaptiveDesign, arms: Sequence[str]) -> NDArray[np.int64
 
 def _pooled_tests(
     scores: NDArray[np.float64], idx: NDArray[np.int64], n: int, paired: bool,
-    counts: NDArray[np.int64],
+    counts: NDArray[np.int64], stat: JointStatistic = "mean",
 ) -> tuple[NDArray[np.float64], ...]:
     """As :func:`_tests` with the joint family's pooled variance
     (:mod:`ccpo_lab.stats.joint`): the mean differences on the first ``n`` seeds, the
     variance pooled over every comparison (paired) or arm (unpaired) of the design, each
     on the ``counts`` (S, A) seeds it has (an arm whose comparison closed keeps its
     seeds). ``df`` is the pool's; ``var_a, var_b`` the pooled variance of the test
-    (paired: of a difference, and 0; unpaired: of a score, twice)."""
+    (paired: of a difference, and 0; unpaired: of a score, twice). ``mean-or-rank``: p is
+    :func:`~ccpo_lab.stats.joint.max_test_p` of that t's and the ranks' (each comparison's
+    first ``n`` seeds)."""
     s_count = scores.shape[0]
     rows = np.arange(s_count)[:, None]
     x = scores[:, idx[:, 0], :n]
@@ -129,6 +131,8 @@ def _pooled_tests(
     with np.errstate(divide="ignore", invalid="ignore"):
         t = diff / se
         p = np.where(some, 2.0 * special.stdtr(df, -np.abs(t)), np.nan)
+    if stat == "mean-or-rank":
+        p = max_test_p(p, diff, *rank_t(x, y, paired))
     return p, diff, se, df, va, vb
 
 
@@ -233,7 +237,8 @@ def run_design(
     seeds = np.zeros((s_count, a_count), dtype=np.int64)
     for k, n in enumerate(plan):
         _hold(seeds, idx, open_, n)
-        p, diff, se, df, va, vb = (_pooled_tests(scores, idx, n, paired, seeds) if joint
+        p, diff, se, df, va, vb = (_pooled_tests(scores, idx, n, paired, seeds,
+                                                 statistic(design)) if joint
                                    else _tests(scores, idx, n, paired))
         testable = open_ & np.isfinite(p)
         nom = np.broadcast_to(table[k][None, None, :], (1, m, m))
@@ -293,7 +298,7 @@ def fixed_design(
     paired = design.test == "paired" if paired is None else paired
     if is_joint(design):
         counts = np.full((scores.shape[0], scores.shape[1]), n, dtype=np.int64)
-        p, diff = _pooled_tests(scores, idx, n, paired, counts)[:2]
+        p, diff = _pooled_tests(scores, idx, n, paired, counts, statistic(design))[:2]
         table = levels_table(design, (n,), paired, max_seeds=n)
         m = idx.shape[0]
         none = np.zeros(p.shape, dtype=bool)

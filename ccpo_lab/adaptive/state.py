@@ -257,7 +257,12 @@ class AdaptiveState:
 
 def _legacy_design(d: Any) -> Any:
     """A design stored before the rule had ``family``/``test`` ran Holm with the
-    O'Brien-Fleming default and the data's test: read it as it ran (issue 31)."""
-    if not isinstance(d, Mapping) or "family" in d:
+    O'Brien-Fleming default and the data's test; one stored before it had ``statistic``
+    tested the mean: read it as it ran (issue 31)."""
+    if not isinstance(d, Mapping):
         return d
-    return {"spending": "obrien-fleming", "test": "paired", **d, "family": "holm"}
+    if "family" not in d:
+        d = {"spending": "obrien-fleming", "test": "paired", **d, "family": "holm"}
+    if "statistic" not in d:
+        d = {**d, "statistic": "mean"}
+    return d

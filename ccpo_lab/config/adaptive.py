@@ -48,6 +48,10 @@ class AdaptiveConfig:
     ccpo-lab runs them) or ``unpaired``."""
     family: str = "joint"
     """``joint`` (max-|t| boundary over comparisons sharing the reference) or ``holm``."""
+    statistic: str | None = None
+    """What the joint family tests: ``mean`` (the pooled t) or ``mean-or-rank`` (the
+    maximum test of that t and the ranks' t); unset: ``mean-or-rank`` for ``unpaired``,
+    ``mean`` for ``paired``."""
     futility: bool = True
     """Stop adding seeds to a comparison that even an optimistic reading of its
     difference could not resolve within ``max_seeds`` (non-binding)."""
@@ -66,6 +70,7 @@ KEYS = {"max_seeds": "analysis.adaptive.max_seeds",
         "comparisons": "analysis.adaptive.comparisons",
         "spending": "analysis.adaptive.spending",
         "test": "analysis.adaptive.test", "family": "analysis.adaptive.family",
+        "statistic": "analysis.adaptive.statistic",
         "futility": "analysis.adaptive.futility",
         "futility_confidence": "analysis.adaptive.futility_confidence",
         "initial_seeds": "seeds", "alpha": "analysis.alpha", "power": "analysis.power"}
@@ -119,7 +124,7 @@ def adaptive_design(analysis: AnalysisConfig, arms: Sequence[str], seeds: Sequen
         "initial_seeds": tuple(int(s) for s in seeds), "max_seeds": cfg.max_seeds,
         "seeds_per_look": cfg.seeds_per_look, "alpha": analysis.alpha,
         "power": analysis.power, "spending": cfg.spending, "test": cfg.test,
-        "family": cfg.family, "futility": cfg.futility,
+        "family": cfg.family, "statistic": cfg.statistic, "futility": cfg.futility,
         "futility_confidence": cfg.futility_confidence,
     }
     try:

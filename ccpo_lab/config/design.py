@@ -17,7 +17,7 @@ from ccpo_lab.errors import UserError
 from ccpo_lab.stats.joint import MAX_JOINT_COMPARISONS
 from ccpo_lab.stats.sequential import SPENDING_FUNCTIONS, planned_information
 
-__all__ = ["FAMILIES", "MAX_ALPHA", "MAX_COMPARISONS", "MAX_SEEDS_LIMIT", "TESTS",
+__all__ = ["FAMILIES", "MAX_ALPHA", "MAX_COMPARISONS", "MAX_SEEDS_LIMIT", "STATISTICS", "TESTS",
            "AdaptiveDesign", "every_arm_versus"]
 
 MAX_COMPARISONS = MAX_JOINT_COMPARISONS
@@ -27,6 +27,8 @@ MAX_ALPHA = 0.5
 TESTS = ("paired", "unpaired")
 """The per-comparison tests a design can declare."""
 FAMILIES = ("joint", "holm")
+STATISTICS = ("mean", "mean-or-rank")
+"""Statistics of the joint family (:data:`ccpo_lab.stats.joint.STATISTICS`)."""
 """How the level is shared across comparisons: the joint max-|t| boundary or Holm."""
 
 MAX_SEEDS_LIMIT = 200
@@ -84,6 +86,14 @@ class AdaptiveDesign:
     """``joint``: the max-|t| boundary of the comparisons sharing one baseline, stepped
     down (:mod:`ccpo_lab.stats.joint`); ``holm``: Holm's alpha / r. Comparisons against
     different baselines always use Holm."""
+    statistic: str | None = None
+    """What the joint family tests (:mod:`ccpo_lab.stats.joint`): ``mean`` (the pooled t
+    of the mean difference) or ``mean-or-rank`` (the maximum test of that t and the t of
+    the comparison's ranks, on a boundary calibrated for the pair: the ranks keep the
+    power on skewed scores that the mean's t loses). Declared before any data; unset, it
+    is the recommended one for the declared ``test``: ``mean-or-rank`` for ``unpaired``,
+    ``mean`` for ``paired`` (where the ranks of differences add nothing measured:
+    docs/adaptive-seeds.md). Holm families test the mean."""
     futility: bool = True
     """Stop adding seeds to a comparison whose observed difference would need more than
     ``max_seeds`` seeds (non-binding: it never raises the error rate)."""
@@ -96,6 +106,9 @@ class AdaptiveDesign:
 
     def __post_init__(self) -> None:
         self._validate()
+        if self.statistic is None:
+            object.__setattr__(self, "statistic",
+                               "mean-or-rank" if self.test == "unpaired" else "mean")
 
     # -- derived values ------------------------------------------------------------------
     @property
@@ -168,6 +181,9 @@ class AdaptiveDesign:
                 raise bad(key, f"unknown {key}", getattr(self, key), valid=list(valid))
         if not isinstance(self.futility, bool):
             raise bad("futility", "must be true or false", self.futility)
+        if self.statistic is not None and self.statistic not in STATISTICS:
+            raise bad("statistic", "unknown statistic", self.statistic,
+                      valid=list(STATISTICS))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready values (lists for tuples), every field present."""
@@ -181,6 +197,7 @@ class AdaptiveDesign:
             "spending": self.spending,
             "test": self.test,
             "family": self.family,
+            "statistic": self.statistic,
             "futility": self.futility,
             "futility_confidence": self.futility_confidence,
         }
