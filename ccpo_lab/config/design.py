@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ccpo_lab.errors import UserError
-from ccpo_lab.stats.joint import MAX_JOINT_COMPARISONS
+from ccpo_lab.stats.joint import MAX_JOINT_COMPARISONS, STATISTICS, default_statistic
 from ccpo_lab.stats.sequential import SPENDING_FUNCTIONS, planned_information
 
 __all__ = ["FAMILIES", "MAX_ALPHA", "MAX_COMPARISONS", "MAX_SEEDS_LIMIT", "STATISTICS", "TESTS",
@@ -27,8 +27,7 @@ MAX_ALPHA = 0.5
 TESTS = ("paired", "unpaired")
 """The per-comparison tests a design can declare."""
 FAMILIES = ("joint", "holm")
-STATISTICS = ("mean", "mean-or-rank")
-"""Statistics of the joint family (:data:`ccpo_lab.stats.joint.STATISTICS`)."""
+
 """How the level is shared across comparisons: the joint max-|t| boundary or Holm."""
 
 MAX_SEEDS_LIMIT = 200
@@ -107,8 +106,7 @@ class AdaptiveDesign:
     def __post_init__(self) -> None:
         self._validate()
         if self.statistic is None:
-            object.__setattr__(self, "statistic",
-                               "mean-or-rank" if self.test == "unpaired" else "mean")
+            object.__setattr__(self, "statistic", default_statistic(self.test))
 
     # -- derived values ------------------------------------------------------------------
     @property

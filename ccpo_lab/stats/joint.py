@@ -76,13 +76,21 @@ from scipy import special, stats
 
 from ccpo_lab.stats.sequential import alpha_spent
 
-__all__ = ["JOINT_CALIBRATION_PATHS", "MAX_JOINT_COMPARISONS", "STATISTICS", "JointStatistic",
-           "JointTest", "RANK_WEIGHT", "joint_df", "joint_levels", "max_test_p", "pooled",
-           "rank_t"]
+__all__ = ["JOINT_CALIBRATION_PATHS", "MAX_JOINT_COMPARISONS", "RANK_WEIGHT", "STATISTICS",
+           "JointStatistic", "JointTest", "default_statistic", "joint_df",
+           "joint_levels", "max_test_p", "pooled", "rank_t"]
 
 JointTest = Literal["paired", "unpaired"]
 JointStatistic = Literal["mean", "mean-or-rank"]
 STATISTICS: tuple[JointStatistic, ...] = ("mean", "mean-or-rank")
+
+
+
+def default_statistic(test: str) -> JointStatistic:
+    """The recommended statistic of a declared test: ``mean-or-rank`` for ``unpaired``,
+    ``mean`` for ``paired`` (docs/adaptive-seeds.md measures both)."""
+    return "mean-or-rank" if test == "unpaired" else "mean"
+
 
 JOINT_CALIBRATION_PATHS = 400_000
 """Simulated null studies behind :func:`joint_levels`: each look's alpha is exact to about
@@ -208,19 +216,29 @@ def _null_paths(test: JointTest, ns: tuple[int, ...], m: int, width: int,
     for lo in range(0, JOINT_CALIBRATION_PATHS, _CHUNK):
         c = min(_CHUNK, JOINT_CALIBRATION_PATHS - lo)
         x = rng.standard_normal((c, m + 1, width))
-        t = _t_prefix(x, n, test)  # (c, m, K)
-        if statistic == "mean":
-            out[lo:lo + c] = -np.maximum.accumulate(np.abs(t), axis=1).transpose(0, 2, 1)
-            continue
-        p = np.empty_like(t)
-        for k, nk in enumerate(n):
-            x_arm, x_base = x[:, 1:, :nk], x[:, :1, :nk]
-            diff = (x_arm - x_base).mean(axis=-1)
-            p_mean = 2.0 * special.stdtr(float(joint_df(nk, test, m)), -np.abs(t[:, :, k]))
-            t_r, df_r = rank_t(x_arm, np.broadcast_to(x_base, x_arm.shape), test == "paired")
-            p[:, :, k] = max_test_p(p_mean, diff, t_r, df_r)
-        out[lo:lo + c] = np.minimum.accumulate(p, axis=1).transpose(0, 2, 1)
+        e = _extremes(x, n, test, statistic)  # (c, m, K)
+        out[lo:lo + c] = np.minimum.accumulate(e, axis=1).transpose(0, 2, 1)
     return out
+
+
+def _extremes(x: NDArray[np.float64], n: NDArray[np.int64], test: JointTest,
+              statistic: JointStatistic) -> NDArray[np.float64]:
+    """float (c, m, K): how extreme each comparison of arms 1..m against arm 0 is on the
+    first ``n[k]`` seeds, smaller more extreme: ``-|t|`` of the pooled t (``mean``) or
+    :func:`max_test_p` (``mean-or-rank``)."""
+    t = _t_prefix(x, n, test)
+    if statistic == "mean":
+        return -np.abs(t)
+    m = x.shape[1] - 1
+    p = np.empty_like(t)
+    for k, nk in enumerate(n):
+        x_arm, x_base = x[:, 1:, :nk], x[:, :1, :nk]
+        diff = (x_arm - x_base).mean(axis=-1)
+        with np.errstate(invalid="ignore"):
+            p_mean = 2.0 * special.stdtr(float(joint_df(nk, test, m)), -np.abs(t[:, :, k]))
+        t_r, df_r = rank_t(x_arm, np.broadcast_to(x_base, x_arm.shape), test == "paired")
+        p[:, :, k] = max_test_p(p_mean, diff, t_r, df_r)
+    return p
 
 
 def _t_prefix(x: NDArray[np.float64], n: NDArray[np.int64], test: JointTest
