@@ -210,8 +210,9 @@ def _open_comparisons(state: AdaptiveState, scores: Scores,
                       assigned: Mapping[str, tuple[int, ...]],
                       pool: tuple[ArmData, float, float] | None = None) -> list[_Open]:
     """This look's test of every comparison not closed by an earlier look; ``pool``
-    (the arms' data, the family's pooled variance and its df): the joint family's
-    pooled t (:mod:`ccpo_lab.adaptive.pool`) instead of the comparison's own."""
+    (the arms' data, the family's pooled variance and its df): the joint family's test,
+    the pooled t (:mod:`ccpo_lab.adaptive.pool`) instead of the comparison's own with
+    ``variance: pooled``, and the ranks' maximum test with ``mean-or-rank``."""
     design = state.design
     last = state.last_decisions()
     tested: dict[tuple[str, str], list[Decision]] = {c: [] for c in design.comparisons}
@@ -234,11 +235,13 @@ def _open_comparisons(state: AdaptiveState, scores: Scores,
         c = compare_arms(x, y) if welch else compare_arms(x, y, sx, sy)
         if pool is None:
             se, va, vb = _spread(c, x, sx, y, sy)
-        else:
+        elif design.variance == "pooled":
             c, se, va, vb = pooled_comparison(c, pool[0], key, pool[1], pool[2])
-            if statistic(design) == "mean-or-rank":
-                c, t_r, df_r = max_test_comparison(c, pool[0], key)
-                rank = (t_r, df_r)
+        else:  # the joint family on each comparison's own test
+            se, va, vb = _spread(c, x, sx, y, sy)
+        if pool is not None and statistic(design) == "mean-or-rank":
+            c, t_r, df_r = max_test_comparison(c, pool[0], key)
+            rank = (t_r, df_r)
         sizes = tuple(_size(d.test, d.n_x, d.n_y, d.n_pairs) for d in past)
         final = (len(assigned[arm]) >= design.max_seeds
                  or len(assigned[base]) >= design.max_seeds)
@@ -332,7 +335,8 @@ def _decide_one(o: _Open, key: tuple[str, str], design: AdaptiveDesign, r: int,
     c = o.cmp
     level = design.alpha if joint else design.alpha / r
     power_df = (joint_df(design.max_seeds, "paired" if c.test == "paired" else "unpaired",
-                         len(design.comparisons)) if joint else None)
+                         len(design.comparisons))
+                if joint and design.variance == "pooled" else None)
     spent = nominal = bound = final_level = None
     needed: int | None = None
     if o.testable:

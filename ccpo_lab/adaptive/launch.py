@@ -274,9 +274,12 @@ def design_summary(design: AdaptiveDesign, record: DesignRecord | None) -> str:
     where = "not started" if record is None else (
         f"{len(record.state.looks)} looks decided"
         + (", finished" if record.state.finished else ""))
+    rule = (f"{design.test} test, {design.family} family"
+            + (f" ({design.statistic}, {design.variance} variance)"
+               if design.family == "joint" else ""))
     return (f"adaptive design: {comps}; {design.first_look_seeds} seeds first, "
             f"+{design.seeds_per_look} per look up to {design.max_seeds} per arm; "
-            f"{design.spending} spending, alpha {design.alpha:g}; {where}")
+            f"{rule}; {design.spending} spending, alpha {design.alpha:g}; {where}")
 
 
 def dry_run(sw: Sweep, results: str | Path) -> tuple[Sweep, set[tuple[str, int]], str]:

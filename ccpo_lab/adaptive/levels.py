@@ -58,6 +58,7 @@ def levels_table(
     cap = design.max_seeds if max_seeds is None else int(max_seeds)
     if is_joint(design) and method == "calibrated":
         return joint_levels(looks, cap, design.alpha, m, design.spending,
-                            "paired" if paired else "unpaired", statistic(design))
+                            "paired" if paired else "unpaired", statistic(design),
+                            "own" if design.variance == "own" else "pooled")
     return nominal_table(looks, cap, design.alpha, m, design.spending,
                          "paired" if paired else "welch", method)

@@ -136,6 +136,22 @@ def _pooled_tests(
     return p, diff, se, df, va, vb
 
 
+def _joint_tests(design: AdaptiveDesign, scores: NDArray[np.float64],
+                 idx: NDArray[np.int64], n: int, paired: bool, counts: NDArray[np.int64]
+                 ) -> tuple[NDArray[np.float64], ...]:
+    """The joint family's tests at ``n`` seeds: the pooled t (:func:`_pooled_tests`), or
+    (``variance: own``) each comparison's own test (:func:`_tests`), with the ranks'
+    maximum test for ``mean-or-rank``."""
+    stat = statistic(design)
+    if design.variance == "pooled":
+        return _pooled_tests(scores, idx, n, paired, counts, stat)
+    p, diff, se, df, va, vb = _tests(scores, idx, n, paired)
+    if stat == "mean-or-rank":
+        p = max_test_p(p, diff, *rank_t(scores[:, idx[:, 0], :n], scores[:, idx[:, 1], :n],
+                                        paired))
+    return p, diff, se, df, va, vb
+
+
 def _ss_at(z: NDArray[np.float64], c: NDArray[np.int64], rows: NDArray[np.int64]
            ) -> NDArray[np.float64]:
     """float (S, G): sum of squared deviations of ``z[s, g, :c[s, g]]`` from its mean."""
@@ -229,7 +245,8 @@ def run_design(
     paired = design.test == "paired" if paired is None else paired
     table = levels_table(design, plan, paired, method)  # (K, m)
     joint = is_joint(design) and method == "calibrated"
-    power_df = joint_df(design.max_seeds, _kind(paired), m) if joint else None
+    power_df = (joint_df(design.max_seeds, _kind(paired), m)
+                if joint and design.variance == "pooled" else None)
     k_last = len(plan) - 1
     open_ = np.ones((s_count, m), dtype=bool)
     rejected, is_futile = np.zeros((s_count, m), dtype=bool), np.zeros((s_count, m), bool)
@@ -237,9 +254,8 @@ def run_design(
     seeds = np.zeros((s_count, a_count), dtype=np.int64)
     for k, n in enumerate(plan):
         _hold(seeds, idx, open_, n)
-        p, diff, se, df, va, vb = (_pooled_tests(scores, idx, n, paired, seeds,
-                                                 statistic(design)) if joint
-                                   else _tests(scores, idx, n, paired))
+        p, diff, se, df, va, vb = (_joint_tests(design, scores, idx, n, paired, seeds)
+                                   if joint else _tests(scores, idx, n, paired))
         testable = open_ & np.isfinite(p)
         nom = np.broadcast_to(table[k][None, None, :], (1, m, m))
         now, family = step_down(p, testable, rejected, nom)
@@ -298,7 +314,7 @@ def fixed_design(
     paired = design.test == "paired" if paired is None else paired
     if is_joint(design):
         counts = np.full((scores.shape[0], scores.shape[1]), n, dtype=np.int64)
-        p, diff = _pooled_tests(scores, idx, n, paired, counts, statistic(design))[:2]
+        p, diff = _joint_tests(design, scores, idx, n, paired, counts)[:2]
         table = levels_table(design, (n,), paired, max_seeds=n)
         m = idx.shape[0]
         none = np.zeros(p.shape, dtype=bool)

@@ -258,11 +258,13 @@ class AdaptiveState:
 def _legacy_design(d: Any) -> Any:
     """A design stored before the rule had ``family``/``test`` ran Holm with the
     O'Brien-Fleming default and the data's test; one stored before it had ``statistic``
-    tested the mean: read it as it ran (issue 31)."""
+    tested the mean, before ``variance`` the pooled one: read it as it ran (issue 31)."""
     if not isinstance(d, Mapping):
         return d
     if "family" not in d:
         d = {"spending": "obrien-fleming", "test": "paired", **d, "family": "holm"}
     if "statistic" not in d:
         d = {**d, "statistic": "mean"}
+    if "variance" not in d:
+        d = {**d, "variance": "pooled"}
     return d

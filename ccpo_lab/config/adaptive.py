@@ -52,6 +52,9 @@ class AdaptiveConfig:
     """What the joint family tests: ``mean`` (the pooled t) or ``mean-or-rank`` (the
     maximum test of that t and the ranks' t); unset: ``mean-or-rank`` for ``unpaired``,
     ``mean`` for ``paired``."""
+    variance: str = "pooled"
+    """What the joint family's t divides by: ``pooled`` (over the family; assumes the arms'
+    seeds vary alike) or ``own`` (each comparison's own test; for arms that do not)."""
     futility: bool = True
     """Stop adding seeds to a comparison that even an optimistic reading of its
     difference could not resolve within ``max_seeds`` (non-binding)."""
@@ -71,6 +74,7 @@ KEYS = {"max_seeds": "analysis.adaptive.max_seeds",
         "spending": "analysis.adaptive.spending",
         "test": "analysis.adaptive.test", "family": "analysis.adaptive.family",
         "statistic": "analysis.adaptive.statistic",
+        "variance": "analysis.adaptive.variance",
         "futility": "analysis.adaptive.futility",
         "futility_confidence": "analysis.adaptive.futility_confidence",
         "initial_seeds": "seeds", "alpha": "analysis.alpha", "power": "analysis.power"}
@@ -124,7 +128,8 @@ def adaptive_design(analysis: AnalysisConfig, arms: Sequence[str], seeds: Sequen
         "initial_seeds": tuple(int(s) for s in seeds), "max_seeds": cfg.max_seeds,
         "seeds_per_look": cfg.seeds_per_look, "alpha": analysis.alpha,
         "power": analysis.power, "spending": cfg.spending, "test": cfg.test,
-        "family": cfg.family, "statistic": cfg.statistic, "futility": cfg.futility,
+        "family": cfg.family, "statistic": cfg.statistic, "variance": cfg.variance,
+        "futility": cfg.futility,
         "futility_confidence": cfg.futility_confidence,
     }
     try:

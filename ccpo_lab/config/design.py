@@ -14,7 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ccpo_lab.errors import UserError
-from ccpo_lab.stats.joint import MAX_JOINT_COMPARISONS, STATISTICS, default_statistic
+from ccpo_lab.stats.joint import (
+    MAX_JOINT_COMPARISONS,
+    STATISTICS,
+    VARIANCES,
+    default_statistic,
+)
 from ccpo_lab.stats.sequential import SPENDING_FUNCTIONS, planned_information
 
 __all__ = ["FAMILIES", "MAX_ALPHA", "MAX_COMPARISONS", "MAX_SEEDS_LIMIT", "STATISTICS", "TESTS",
@@ -93,6 +98,12 @@ class AdaptiveDesign:
     is the recommended one for the declared ``test``: ``mean-or-rank`` for ``unpaired``,
     ``mean`` for ``paired`` (where the ranks of differences add nothing measured:
     docs/adaptive-seeds.md). Holm families test the mean."""
+    variance: str = "pooled"
+    """What the joint family's t divides by: ``pooled``, the variance pooled over the
+    family (Dunnett's: more degrees of freedom, more power, but it assumes every arm's
+    seeds vary alike; one arm 4x noisier raises the family-wise error to 0.10-0.13,
+    docs/adaptive-seeds.md), or ``own``, each comparison's own test (the paired t or
+    Welch's: valid when arms vary unequally, less power when they do not)."""
     futility: bool = True
     """Stop adding seeds to a comparison whose observed difference would need more than
     ``max_seeds`` seeds (non-binding: it never raises the error rate)."""
@@ -179,6 +190,8 @@ class AdaptiveDesign:
                 raise bad(key, f"unknown {key}", getattr(self, key), valid=list(valid))
         if not isinstance(self.futility, bool):
             raise bad("futility", "must be true or false", self.futility)
+        if self.variance not in VARIANCES:
+            raise bad("variance", "unknown variance", self.variance, valid=list(VARIANCES))
         if self.statistic is not None and self.statistic not in STATISTICS:
             raise bad("statistic", "unknown statistic", self.statistic,
                       valid=list(STATISTICS))
@@ -196,6 +209,7 @@ class AdaptiveDesign:
             "test": self.test,
             "family": self.family,
             "statistic": self.statistic,
+            "variance": self.variance,
             "futility": self.futility,
             "futility_confidence": self.futility_confidence,
         }

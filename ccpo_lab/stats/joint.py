@@ -49,6 +49,15 @@ seeds, and a threshold that would fall inside a tie is set just below it, the al
 unspent carried to the next look. The calibration is exact for normal scores, like the
 mean's; on others the error is measured, not guaranteed (``tests/adaptive``).
 
+**Own variances (``variance: own``).** The pooled variance assumes every arm's seeds vary
+alike; when one arm varies 4 times as much, the family-wise error of the pooled form
+reaches 0.10-0.13. With ``own`` each comparison is tested on its own (:func:`own_p`: the
+paired t or Welch's, the ranks as above), and the boundary is calibrated on null studies
+whose comparisons are independent (each against its own reference draw): for the
+maximum of two-sided statistics independence is the worst case of any correlation
+(Šidák 1967), so the boundary holds whatever the arms' variances, at some cost in power
+when they vary alike.
+
 Shapes: ``K`` looks, ``m`` comparisons (``r = 1..m`` open ones).
 
 References:
@@ -77,12 +86,15 @@ from scipy import special, stats
 from ccpo_lab.stats.sequential import alpha_spent
 
 __all__ = ["JOINT_CALIBRATION_PATHS", "MAX_JOINT_COMPARISONS", "RANK_WEIGHT", "STATISTICS",
-           "JointStatistic", "JointTest", "default_statistic", "joint_df",
+           "VARIANCES", "JointStatistic", "JointTest", "JointVariance", "default_statistic",
+           "joint_df",
            "joint_levels", "max_test_p", "pooled", "rank_t"]
 
 JointTest = Literal["paired", "unpaired"]
 JointStatistic = Literal["mean", "mean-or-rank"]
 STATISTICS: tuple[JointStatistic, ...] = ("mean", "mean-or-rank")
+JointVariance = Literal["pooled", "own"]
+VARIANCES: tuple[JointVariance, ...] = ("pooled", "own")
 
 
 
@@ -204,7 +216,8 @@ def max_test_p(p_mean: NDArray[np.float64], diff: NDArray[np.float64],
 
 @lru_cache(maxsize=4)
 def _null_paths(test: JointTest, ns: tuple[int, ...], m: int, width: int,
-                statistic: JointStatistic = "mean") -> NDArray[np.float32]:
+                statistic: JointStatistic = "mean", variance: JointVariance = "pooled"
+                ) -> NDArray[np.float32]:
     """float32 (P, K, m): the most extreme statistic of null studies over comparisons
     ``1..r`` at look ``k`` (column ``r - 1``), on their first ``ns[k]`` seeds: ``-max |t|``
     (``mean``) or the smallest :func:`max_test_p` (``mean-or-rank``); ``width`` seeds are
@@ -215,30 +228,75 @@ def _null_paths(test: JointTest, ns: tuple[int, ...], m: int, width: int,
     out = np.empty((JOINT_CALIBRATION_PATHS, n.size, m), dtype=np.float32)
     for lo in range(0, JOINT_CALIBRATION_PATHS, _CHUNK):
         c = min(_CHUNK, JOINT_CALIBRATION_PATHS - lo)
-        x = rng.standard_normal((c, m + 1, width))
-        e = _extremes(x, n, test, statistic)  # (c, m, K)
+        if variance == "own":  # independent comparisons: the worst case of any variances
+            x = rng.standard_normal((c, 2 * m, width))
+            e = _p_extremes(x[:, m:], x[:, :m], n, test, statistic, "own")
+        else:
+            e = _extremes(rng.standard_normal((c, m + 1, width)), n, test, statistic)
         out[lo:lo + c] = np.minimum.accumulate(e, axis=1).transpose(0, 2, 1)
     return out
 
 
 def _extremes(x: NDArray[np.float64], n: NDArray[np.int64], test: JointTest,
-              statistic: JointStatistic) -> NDArray[np.float64]:
+              statistic: JointStatistic, variance: JointVariance = "pooled"
+              ) -> NDArray[np.float64]:
     """float (c, m, K): how extreme each comparison of arms 1..m against arm 0 is on the
-    first ``n[k]`` seeds, smaller more extreme: ``-|t|`` of the pooled t (``mean``) or
-    :func:`max_test_p` (``mean-or-rank``)."""
-    t = _t_prefix(x, n, test)
-    if statistic == "mean":
-        return -np.abs(t)
-    m = x.shape[1] - 1
-    p = np.empty_like(t)
+    first ``n[k]`` seeds, smaller more extreme: ``-|t|`` of the pooled t (``mean``,
+    ``pooled``) or a p-value: the comparison's own test's (``own``: :func:`own_p`), or
+    :func:`max_test_p` of it and the ranks' (``mean-or-rank``)."""
+    if variance == "pooled" and statistic == "mean":
+        return -np.abs(_t_prefix(x, n, test))
+    base = np.broadcast_to(x[:, :1], x[:, 1:].shape)
+    return _p_extremes(x[:, 1:], base, n, test, statistic, variance,
+                       _t_prefix(x, n, test) if variance == "pooled" else None)
+
+
+def _p_extremes(x_arm: NDArray[np.float64], x_base: NDArray[np.float64],
+                n: NDArray[np.int64], test: JointTest, statistic: JointStatistic,
+                variance: JointVariance, t_pooled: NDArray[np.float64] | None = None
+                ) -> NDArray[np.float64]:
+    """float (c, m, K): each comparison's p-value on its first ``n[k]`` seeds: the pooled
+    ``t_pooled``'s (c, m, K) or its own test's (:func:`own_p`), with the ranks' maximum
+    test for ``mean-or-rank``. ``x_arm``, ``x_base``: float (c, m, >= n[-1])."""
+    m = x_arm.shape[1]
+    p = np.empty((x_arm.shape[0], m, n.size))
     for k, nk in enumerate(n):
-        x_arm, x_base = x[:, 1:, :nk], x[:, :1, :nk]
-        diff = (x_arm - x_base).mean(axis=-1)
-        with np.errstate(invalid="ignore"):
-            p_mean = 2.0 * special.stdtr(float(joint_df(nk, test, m)), -np.abs(t[:, :, k]))
-        t_r, df_r = rank_t(x_arm, np.broadcast_to(x_base, x_arm.shape), test == "paired")
-        p[:, :, k] = max_test_p(p_mean, diff, t_r, df_r)
+        a, b = x_arm[..., :nk], x_base[..., :nk]
+        if variance == "own" or t_pooled is None:
+            p_mean = own_p(a, b, test == "paired")
+        else:
+            with np.errstate(invalid="ignore"):
+                p_mean = 2.0 * special.stdtr(float(joint_df(nk, test, m)),
+                                             -np.abs(t_pooled[:, :, k]))
+        if statistic == "mean":
+            p[:, :, k] = p_mean
+            continue
+        t_r, df_r = rank_t(a, b, test == "paired")
+        p[:, :, k] = max_test_p(p_mean, (a - b).mean(axis=-1), t_r, df_r)
     return p
+
+
+def own_p(x: NDArray[np.float64], y: NDArray[np.float64], paired: bool
+          ) -> NDArray[np.float64]:
+    """Two-sided p of each comparison's own test on equal seed counts (``variance:
+    own``): the paired t of its per-seed differences, or Welch's t; nan without spread.
+    What :func:`ccpo_lab.stats.compare_arms` computes, batched.
+
+    Args:
+        x, y: float (..., n), the arm's and the baseline's scores (paired: by seed).
+    """
+    n = x.shape[-1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if paired:
+            d = x - y
+            v = d.var(axis=-1, ddof=1)
+            t = d.mean(axis=-1) / np.sqrt(v / n)
+            df = np.full_like(v, n - 1.0)
+        else:
+            a, b = x.var(axis=-1, ddof=1) / n, y.var(axis=-1, ddof=1) / n
+            t = (x.mean(axis=-1) - y.mean(axis=-1)) / np.sqrt(a + b)
+            df = (a + b) ** 2 / (a * a / (n - 1) + b * b / (n - 1))
+        return np.where(np.isfinite(t), 2.0 * special.stdtr(df, -np.abs(t)), np.nan)
 
 
 def _t_prefix(x: NDArray[np.float64], n: NDArray[np.int64], test: JointTest
@@ -267,6 +325,7 @@ def joint_levels(
     spending: str = "obrien-fleming",
     test: JointTest = "paired",
     statistic: JointStatistic = "mean",
+    variance: JointVariance = "pooled",
 ) -> NDArray[np.float64]:
     """Per-comparison nominal levels of the max-statistic boundary, per look and family size.
 
@@ -286,6 +345,9 @@ def joint_levels(
         spending: a key of :data:`ccpo_lab.stats.sequential.SPENDING_FUNCTIONS`.
         test: ``paired`` or ``unpaired``.
         statistic: one of :data:`STATISTICS`.
+        variance: ``pooled`` (the family's, :func:`joint_df` degrees of freedom) or
+            ``own`` (each comparison's own test, :func:`own_p`; the levels are then
+            p-levels of that test).
 
     Returns:
         float (K, m); 0 where a look spends nothing new.
@@ -303,16 +365,19 @@ def joint_levels(
         raise ValueError(f"test must be 'paired' or 'unpaired', got {test!r}")
     if statistic not in STATISTICS:
         raise ValueError(f"statistic must be one of {STATISTICS}, got {statistic!r}")
+    if variance not in VARIANCES:
+        raise ValueError(f"variance must be one of {VARIANCES}, got {variance!r}")
     return np.array(_levels(ns, int(max_seeds), float(alpha), int(m), spending, test,
-                            statistic))
+                            statistic, variance))
 
 
 @lru_cache(maxsize=256)
 def _levels(ns: tuple[int, ...], max_seeds: int, alpha: float, m: int, spending: str,
-            test: JointTest, statistic: JointStatistic = "mean"
-            ) -> tuple[tuple[float, ...], ...]:
+            test: JointTest, statistic: JointStatistic = "mean",
+            variance: JointVariance = "pooled") -> tuple[tuple[float, ...], ...]:
     width = max(max_seeds, ns[-1])
-    paths = _null_paths(test, ns, m, width, statistic)
+    paths = _null_paths(test, ns, m, width, statistic, variance)
+    t_form = statistic == "mean" and variance == "pooled"  # else the paths are p-values
     spent = alpha_spent(np.asarray(ns, dtype=np.float64) / max_seeds, alpha, spending)
     spent[-1] = alpha
     df = joint_df(np.asarray(ns), test, m)
@@ -323,14 +388,14 @@ def _levels(ns: tuple[int, ...], max_seeds: int, alpha: float, m: int, spending:
         alive = np.ones(n_paths, dtype=bool)
         prev = 0.0
         for k in range(len(ns)):
-            if statistic == "mean":
+            if t_form:
                 inc = max(float(spent[k]) - prev, 0.0)
                 prev = max(prev, float(spent[k]))
             else:  # a tied rank p may cross less than is spent: the next look spends it
                 crossed = 1.0 - float(np.count_nonzero(alive)) / n_paths
                 inc = max(float(spent[k]) - crossed, 0.0)
-            thr = _threshold(ev[alive, k], int(round(inc * n_paths)), statistic)
-            if statistic == "mean":
+            thr = _threshold(ev[alive, k], int(round(inc * n_paths)), t_form)
+            if t_form:
                 out[k, r - 1] = min(float(2.0 * special.stdtr(df[k], thr)), 1.0)
             else:
                 out[k, r - 1] = min(max(thr, 0.0), 1.0)
@@ -338,7 +403,7 @@ def _levels(ns: tuple[int, ...], max_seeds: int, alpha: float, m: int, spending:
     return tuple(tuple(float(v) for v in row) for row in out)
 
 
-def _threshold(e: NDArray[np.float32], j: int, statistic: JointStatistic) -> float:
+def _threshold(e: NDArray[np.float32], j: int, t_form: bool) -> float:
     """The value of ``e`` at or below which exactly its ``j`` smallest lie (the midpoint
     of two neighbours); for p-values tied across it (a discrete rank p), just below the
     tie, so fewer cross (never more)."""
@@ -348,6 +413,6 @@ def _threshold(e: NDArray[np.float32], j: int, statistic: JointStatistic) -> flo
         return np.inf
     part = np.partition(e, (j - 1, j))
     lo, hi = float(part[j - 1]), float(part[j])
-    if statistic != "mean" and lo == hi:
+    if not t_form and lo == hi:
         return lo * (1.0 - 1e-5)
     return 0.5 * (lo + hi)

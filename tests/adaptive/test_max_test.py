@@ -191,3 +191,62 @@ def test_a_live_decision_says_both_statistics() -> None:
     x = s.last_decisions()[("a", "ref")]
     assert x.action == "better"
     assert "ranks' t = " in x.reason and "p (mean or rank) = " in x.reason
+
+
+# --- variance: own ---------------------------------------------------------------------
+
+def _one_noisy_arm(test: str, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Null studies where arm ``a`` varies 4 times as much as the others (an arm that
+    collapses in some seeds); paired with a shared seed effect."""
+    rho = 0.5 if test == "paired" else 0.0
+    x = rng.standard_normal((n, len(ARMS), 12)) * math.sqrt(1.0 - rho)
+    x[:, 1] *= 4.0
+    return x + rng.standard_normal((n, 1, 12)) * math.sqrt(rho)
+
+
+@pytest.mark.parametrize("test", ["paired", "unpaired"])
+def test_own_variances_hold_the_error_when_one_arm_is_noisier(test: str) -> None:
+    """The pooled variance assumes the arms vary alike; ``variance: own`` does not (its
+    boundary is calibrated for independent comparisons, the worst case of any
+    variances). Measured at 6,000 studies: own 0.047 / 0.049, pooled 0.13 / 0.10."""
+    n = 6000
+    x = _one_noisy_arm(test, n, np.random.default_rng(21 + len(test)))
+    rates = {v: float((run_design(default_design(ARMS, test=test, variance=v), x, ARMS)
+                       .claims != 0).any(axis=1).mean()) for v in ("own", "pooled")}
+    print(f"\n{test}, one arm 4x noisier, {n} null studies: FWER {rates}")
+    assert rates["own"] <= _bound(n)
+    assert rates["pooled"] > _bound(n)  # the check can fail: the pooled form does
+
+
+def test_own_variance_decisions_live_match_the_simulation() -> None:
+    comps = (("a", "ref"), ("b", "ref"), ("c", "ref"))
+    arms = ["ref", "a", "b", "c"]
+    for test in ("paired", "unpaired"):
+        d = AdaptiveDesign(comparisons=comps, initial_seeds=(0, 1, 2), test=test,
+                           variance="own")
+        rng = np.random.default_rng(8)
+        x = rng.standard_normal((8, 4, 12)) * np.array([1.0, 3.0, 1.0, 1.0])[None, :, None]
+        x += np.array([0.0, 2.5, 1.8, -0.2])[None, :, None]
+        out = run_design(d, x, arms)
+        for i in range(x.shape[0]):
+            scores = {a: {k: float(x[i, j, k]) for k in range(12)} for j, a in enumerate(arms)}
+            s = AdaptiveState(d)
+            while not s.finished:
+                s = advance(s, scores)
+            last = s.last_decisions()
+            got = [{"better": 1, "worse": -1}.get(last[k].action, 0) for k in comps]
+            assert got == out.claims[i].tolist(), (test, i)
+            assert [len(s.assigned_seeds()[a]) for a in arms] == out.seeds[i].tolist()
+
+
+def test_the_variance_setting_is_declared_and_old_states_keep_the_pool() -> None:
+    assert AdaptiveDesign(COMPS, (0, 1, 2)).variance == "pooled"
+    base = {"comparisons": [list(c) for c in COMPS], "initial_seeds": [0, 1, 2]}
+    with pytest.raises(UserError, match="unknown variance") as e:
+        AdaptiveDesign.from_dict({**base, "variance": "welch"}, key="analysis.adaptive")
+    assert e.value.key == "analysis.adaptive.variance"
+    d = AdaptiveDesign(COMPS, (0, 1, 2), variance="own")
+    assert AdaptiveDesign.from_dict(d.to_dict()) == d
+    doc = json.loads(AdaptiveState(d).to_json())
+    del doc["design"]["variance"]
+    assert AdaptiveState.from_json(json.dumps(doc)).design.variance == "pooled"
