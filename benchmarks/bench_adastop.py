@@ -11,8 +11,10 @@ two equal to the reference). Both designs read exactly the same scores.
 
 * ccpo-lab: :func:`ccpo_lab.adaptive.simulate.run_design` with the default
   :class:`~ccpo_lab.config.design.AdaptiveDesign`; its declared test is ``unpaired`` on
-  the independent rows (arms that share no seed effect) and ``paired`` on the rho 0.5 rows.
-  ``paired`` on the independent rows is printed too (what declaring pairs costs there).
+  the independent rows (arms that share no seed effect; its statistic is then
+  ``mean-or-rank``) and ``paired`` on the rho 0.5 rows (``mean``). On the independent
+  rows ``unpaired`` with ``statistic: mean`` (the rule before the ranks) and ``paired``
+  (what declaring pairs costs there) are printed too.
 * AdaStop 0.1.3 (``MultipleAgentsComparator(n=3, K=4, B, comparisons=[(0, i)])``) at
   alpha 0.05 and 0.025 (level-corrected: its 0.05 lets too much through), installed on
   first use in its own virtual environment under ``~/.cache/ccpo-lab-bench/adastop-0.1.3``
@@ -137,10 +139,10 @@ def run_adastop(py: Path, x: np.ndarray, alpha: float, b: int, jobs: int,
 
 # --- ccpo-lab ------------------------------------------------------------------------
 
-def run_ccpo(x: np.ndarray, test: str) -> dict[str, np.ndarray]:
+def run_ccpo(x: np.ndarray, test: str, **overrides: object) -> dict[str, np.ndarray]:
     from ccpo_lab.adaptive.simulate import default_design, run_design
 
-    out = run_design(default_design(ARMS, test=test), x, ARMS)
+    out = run_design(default_design(ARMS, test=test, **overrides), x, ARMS)
     return {"claims": out.claims, "seeds": out.seeds, "closed": out.closed_at}
 
 
@@ -236,6 +238,9 @@ def main() -> None:
             declared = "unpaired" if rho == 0 else "paired"
             res[f"ccpo-lab ({declared})"] = (run_ccpo(x0, declared), run_ccpo(x1, declared))
             if rho == 0:
+                res["ccpo-lab (unpaired, mean)"] = (
+                    run_ccpo(x0, "unpaired", statistic="mean"),
+                    run_ccpo(x1, "unpaired", statistic="mean"))
                 res["ccpo-lab (paired)"] = (run_ccpo(x0, "paired"), run_ccpo(x1, "paired"))
             ref = res["AdaStop 0.025"][1]
             key = f"{dist}, rho {rho:g}"
