@@ -245,8 +245,7 @@ def run_design(
     paired = design.test == "paired" if paired is None else paired
     table = levels_table(design, plan, paired, method)  # (K, m)
     joint = is_joint(design) and method == "calibrated"
-    power_df = (joint_df(design.max_seeds, _kind(paired), m)
-                if joint and design.variance == "pooled" else None)
+    power_df = _power_df(design, paired, m) if joint else None
     k_last = len(plan) - 1
     open_ = np.ones((s_count, m), dtype=bool)
     rejected, is_futile = np.zeros((s_count, m), dtype=bool), np.zeros((s_count, m), bool)
@@ -275,6 +274,12 @@ def run_design(
         if not open_.any():
             break
     return DesignOutcome(claims, closed_at, is_futile, seeds)
+
+
+def _power_df(design: AdaptiveDesign, paired: bool, m: int) -> NDArray[np.float64] | None:
+    """The joint family's df at the last look for power (pooled), None for own tests."""
+    return joint_df(design.max_seeds, _kind(paired), m) if design.variance == "pooled" \
+        else None
 
 
 def _kind(paired: bool) -> Literal["paired", "unpaired"]:

@@ -13,8 +13,10 @@ decided on.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ccpo_lab.report.model import (
     AdaptiveLookRow,
@@ -23,8 +25,12 @@ from ccpo_lab.report.model import (
     ComparisonRow,
     Note,
 )
+from ccpo_lab.report.numbers import NO_INTERVAL, Pair
 from ccpo_lab.report.settings import ReportSettings
 from ccpo_lab.runs.layout import SweepDir
+
+if TYPE_CHECKING:
+    from ccpo_lab.config.design import AdaptiveDesign
 
 
 def adaptive_section(sweep_dir: str | Path) -> AdaptiveSection | None:
@@ -34,6 +40,7 @@ def adaptive_section(sweep_dir: str | Path) -> AdaptiveSection | None:
         UserError: the state file exists and cannot be read (the report refuses rather
             than show verdicts that ignore the design).
     """
+    from ccpo_lab.adaptive.levels import is_joint
     from ccpo_lab.adaptive.store import read_record
 
     record = read_record(SweepDir(Path(sweep_dir)))
@@ -56,6 +63,7 @@ def adaptive_section(sweep_dir: str | Path) -> AdaptiveSection | None:
             reason=d.reason)
         for key, d in state.last_decisions().items())
     seeds = [{a: len(look.seeds.get(a, ())) for a in design.arms} for look in state.looks]
+
     if not state.finished:
         assigned = state.assigned_seeds()
         seeds.append({a: len(assigned[a]) for a in design.arms})
@@ -64,7 +72,29 @@ def adaptive_section(sweep_dir: str | Path) -> AdaptiveSection | None:
         power=design.power, spending=design.spending, futility=design.futility,
         futility_confidence=design.futility_confidence, metric=record.metric,
         window_start=record.window_start, finished=state.finished, arms=design.arms,
-        seeds=tuple(seeds), looks=looks, verdicts=verdicts)
+        seeds=tuple(seeds), looks=looks, verdicts=verdicts, test=design.test,
+        family="joint" if is_joint(design) else "holm",
+        statistic=design.statistic or "mean", variance=design.variance,
+        spread=_spread(record.inputs[-1] if record.inputs else {}, design))
+
+
+def _spread(scores: Mapping[str, Mapping[int, float]], design: AdaptiveDesign) -> Pair:
+    """(smallest, largest) sd across seeds: of each arm's scores (unpaired) or of each
+    comparison's differences on its common seeds (paired); None below 2 values."""
+    import numpy as np
+
+    def sd(v: list[float]) -> float | None:
+        a = np.array([x for x in v if math.isfinite(x)])
+        return float(np.std(a, ddof=1)) if a.size >= 2 else None
+
+    if design.test == "paired":
+        sds = [sd([scores.get(a, {})[k] - scores.get(b, {})[k]
+                   for k in set(scores.get(a, {})) & set(scores.get(b, {}))])
+               for a, b in design.comparisons]
+    else:
+        sds = [sd(list(scores.get(a, {}).values())) for a in design.arms]
+    got = [s for s in sds if s is not None]
+    return (min(got), max(got)) if len(got) >= 2 else NO_INTERVAL
 
 
 def apply_design(rows: Sequence[ComparisonRow], section: AdaptiveSection | None,

@@ -333,6 +333,18 @@ class AdaptiveSection:
     """Every decision of every look."""
     verdicts: tuple[AdaptiveVerdictRow, ...] = field(metadata=NESTED)
     """The latest decision of each comparison."""
+    test: str = "paired"
+    """The declared test: ``paired`` or ``unpaired``."""
+    family: str = "holm"
+    """``joint`` (the max-statistic step-down over one reference's comparisons) or
+    ``holm``."""
+    statistic: str = "mean"
+    """The joint family's statistic: ``mean`` or ``mean-or-rank``."""
+    variance: str = "pooled"
+    """The joint family's variance: ``pooled`` or ``own``."""
+    spread: Pair = field(default=NO_INTERVAL, metadata=INTERVAL)
+    """The smallest and largest sd across the last look's seeds: of each arm's scores
+    (unpaired) or of each comparison's per-seed differences (paired); None below 2."""
 
 
 @dataclass(frozen=True)

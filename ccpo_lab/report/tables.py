@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ccpo_lab.launch.costline import money_text
-from ccpo_lab.report.model import ArmRow, ReportModel
+from ccpo_lab.report.model import AdaptiveSection, ArmRow, ReportModel
 from ccpo_lab.report.numbers import Pair, is_rate
 from ccpo_lab.textout import fmt_hours
 
@@ -444,10 +444,40 @@ def adaptive_seeds_table(model: ReportModel) -> Table | None:
     notes = (f"seeds per arm with a value at each look of the adaptive design: the listed "
              f"seeds first, then +{a.seeds_per_look} per look to the arms of open "
              f"comparisons, at most {a.max_seeds}; {a.spending} alpha spending "
-             f"(Lan & DeMets 1983), Holm across comparisons (Maurer & Bretz 2013), alpha "
-             f"{a.alpha:g} over every look and comparison",)
+             f"(Lan & DeMets 1983), {_family_text(a)}, alpha {a.alpha:g} over every look "
+             "and comparison", *_spread_note(a))
     return Table("adaptive_seeds", "adaptive design: seeds per arm at each look",
                  tuple(columns), rows, notes)
+
+
+def _family_text(a: AdaptiveSection) -> str:
+    """How the design's family tests its comparisons, in words."""
+    if a.family != "joint":
+        return f"{a.test} tests, Holm across comparisons (Maurer & Bretz 2013)"
+    stat = ("the smaller of the mean's p and 4 times the ranks' p"
+            if a.statistic == "mean-or-rank" else "the mean's t")
+    var = ("each comparison's own variance" if a.variance == "own"
+           else "a variance pooled over the family")
+    return (f"{a.test} tests, the joint max-statistic step-down across the comparisons "
+            f"with one reference ({stat}; {var})")
+
+
+def _spread_note(a: AdaptiveSection) -> tuple[str, ...]:
+    """A note when the pooled variance's assumption looks strained: the sds across seeds
+    at the last look differ 2-fold or more (information: the design was declared before
+    the data, and a ratio from few seeds is noisy)."""
+    lo, hi = a.spread
+    if a.family != "joint" or a.variance != "pooled" or lo is None or hi is None:
+        return ()
+    if not (lo > 0 and hi / lo >= 2.0):
+        return ()
+    what = ("comparisons' per-seed differences" if a.test == "paired"
+            else "arms' scores")
+    return (f"the {what} vary {hi / lo:.1f}-fold across seeds (sd {lo:.3g} to "
+            f"{hi:.3g}): the pooled variance assumes they vary alike; with one arm 2 or 3 "
+            "times as variable its family-wise error measured 0.065 and 0.09-0.10 "
+            "(docs/adaptive-seeds.md); a next study with such arms should declare "
+            "variance: own",)
 
 
 def adaptive_looks_table(model: ReportModel) -> Table | None:

@@ -102,3 +102,29 @@ def test_a_fixed_sweep_has_no_design(study: Path) -> None:
     assert model.adaptive is None and not any(c.adaptive for c in model.comparisons)
     assert "adaptive" not in to_markdown(model) and "adaptive_looks" not in csv_tables(model)
     assert json.loads(to_json(model))["adaptive"] is None
+
+
+def test_the_seeds_table_names_the_rule_and_flags_unequal_spreads(
+        adaptive_report: Report) -> None:
+    a = adaptive_report.model.adaptive
+    assert a is not None
+    assert (a.test, a.family, a.statistic, a.variance) == ("paired", "joint", "mean", "pooled")
+    lo, hi = a.spread
+    assert lo is not None and hi is not None and 0 < lo <= hi
+    md = to_markdown(adaptive_report.model)
+    assert "the joint max-statistic step-down across the comparisons with one reference " \
+           "(the mean's t; a variance pooled over the family)" in md
+    assert "Holm across comparisons" not in md
+    # the pooled variance's assumption strained: a 3-fold spread gets the note; own
+    # variances, or alike spreads, do not
+    wide = dataclasses.replace(a, spread=(1.0, 3.0))
+    text = to_markdown(dataclasses.replace(adaptive_report.model, adaptive=wide))
+    assert "vary 3.0-fold across seeds (sd 1 to 3)" in text and "variance: own" in text
+    for other in (dataclasses.replace(wide, variance="own"),
+                  dataclasses.replace(a, spread=(1.0, 1.5))):
+        md = to_markdown(dataclasses.replace(adaptive_report.model, adaptive=other))
+        assert "-fold across seeds" not in md
+    own = to_markdown(dataclasses.replace(adaptive_report.model, adaptive=dataclasses.replace(
+        a, variance="own", statistic="mean-or-rank", test="unpaired")))
+    assert "(the smaller of the mean's p and 4 times the ranks' p; each comparison's own " \
+           "variance)" in own
