@@ -332,8 +332,10 @@ def _design_note(model: ReportModel) -> list[str]:
     designed = [c.arm for c in model.comparisons if c.adaptive]
     if not designed:
         return []
+    family = ("the joint step-down" if model.adaptive is not None
+              and model.adaptive.family == "joint" else "Holm")
     return [f"verdicts of {', '.join(designed)}: decided by the adaptive design "
-            "(group-sequential boundaries, Holm across looks and comparisons; see its "
+            f"(group-sequential boundaries, {family} across comparisons; see its "
             "tables), not by a fixed-sample test of all seeds, so no p (Holm); their seeds "
             "needed are at the design's last-look level"]
 

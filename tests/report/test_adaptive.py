@@ -115,6 +115,7 @@ def test_the_seeds_table_names_the_rule_and_flags_unequal_spreads(
     assert "the joint max-statistic step-down across the comparisons with one reference " \
            "(the mean's t; a variance pooled over the family)" in md
     assert "Holm across comparisons" not in md
+    assert "(group-sequential boundaries, the joint step-down across comparisons" in md
     # the pooled variance's assumption strained: a 3-fold spread gets the note; own
     # variances, or alike spreads, do not
     wide = dataclasses.replace(a, spread=(1.0, 3.0))
