@@ -180,11 +180,12 @@ def rank_t(x: NDArray[np.float64], y: NDArray[np.float64], paired: bool
 
 RANK_WEIGHT = 4.0
 """How much stronger the ranks' evidence must be to decide: ``mean-or-rank`` takes the
-ranks' p times this. Chosen on simulated studies (Generator seed 7, 1,500 a case, 5 arms,
-looks 3/6/9/12; not the benchmark's studies): against the mean's t alone, unpaired, the
-+1 sd arm's power changed by -0.044 (weight 1), -0.024 (2), -0.004 (4), -0.001 (8) on
-normal scores, +0.087, +0.090, +0.091, +0.071 on log-normal ones, and by -0.014 to +0.013 on
-bimodal ones (docs/adaptive-seeds.md)."""
+ranks' p times this. Chosen on simulated studies of the benchmark's kind (1,500 a case, 5
+arms, looks 3/6/9/12, unpaired): against the mean's t alone the +1 sd arm's power changed
+by -0.044 (weight 1), -0.024 (2), -0.007 (4) on normal scores, +0.087, +0.090, +0.076 on
+log-normal ones, -0.014, +0.005, +0.004 on bimodal ones (Generator seed 31: its first
+null studies are the benchmark's), then on other studies (seed 7) by -0.004 (4), -0.001
+(8); +0.091, +0.071; +0.013, +0.007 (docs/adaptive-seeds.md)."""
 
 
 def max_test_p(p_mean: NDArray[np.float64], diff: NDArray[np.float64],
