@@ -4,8 +4,8 @@ From ``<sweep>/adaptive.json`` (:mod:`ccpo_lab.adaptive.store`), on every sync:
 
 * metrics with the look as their step: per comparison ``adaptive/<arm>_vs_<baseline>/``
   ``p``, ``nominal`` (the boundary as a nominal level), ``level`` (alpha with the
-  joint family, the Holm share ``alpha / r`` with Holm), ``alpha_spent``, ``t``, ``diff``, ``n_x``, ``n_y``; per arm
-  ``adaptive/seeds/<arm>``;
+  joint family, the Holm share ``alpha / r`` with Holm), ``alpha_spent``, ``t``,
+  ``diff``, ``n_x``, ``n_y``; per arm ``adaptive/seeds/<arm>``;
 * tags: ``ccpo_lab.adaptive.looks``, ``ccpo_lab.adaptive.finished`` and, per comparison,
   ``ccpo_lab.adaptive.<arm>_vs_<baseline>`` = its verdict with the look and threshold;
 * the state file itself as the artifact ``adaptive/adaptive.json`` (every look, decision
