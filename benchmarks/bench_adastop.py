@@ -14,7 +14,11 @@ two equal to the reference). Both designs read exactly the same scores.
   the independent rows (arms that share no seed effect; its statistic is then
   ``mean-or-rank``) and ``paired`` on the rho 0.5 rows (``mean``). On the independent
   rows ``unpaired`` with ``statistic: mean`` (the rule before the ranks) and ``paired``
-  (what declaring pairs costs there) are printed too.
+  (what declaring pairs costs there) are printed too, and on every row the declared test
+  with ``variance: pooled`` (the default before the own variances).
+* Unequal variances (``--unequal``, on by default): null studies where arm ``a``'s sd is
+  2 or 4 times the others', normal scores, rho 0 and 0.5: the family-wise error of both
+  designs, each variance, when the arms do not vary alike.
 * AdaStop 0.1.3 (``MultipleAgentsComparator(n=3, K=4, B, comparisons=[(0, i)])``) at
   alpha 0.05 and 0.025 (level-corrected: its 0.05 lets too much through), installed on
   first use in its own virtual environment under ``~/.cache/ccpo-lab-bench/adastop-0.1.3``
@@ -38,6 +42,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -183,6 +188,30 @@ def row_text(name: str, r: dict[str, float]) -> str:
             f"{r['s0_early']:.2f}/{r['s1_early']:.2f}  {r['look2']:.2f}")
 
 
+def unequal(py: Path, args: argparse.Namespace, rng: np.random.Generator, tmp: Path,
+            t0: float) -> dict[str, dict[str, float]]:
+    """FWER of null studies where arm ``a`` (index 1) has ``ratio`` times the others' sd."""
+    out: dict[str, dict[str, float]] = {}
+    for rho in RHOS:
+        for ratio in (2.0, 4.0):
+            x = studies("normal", rho, (0.0,) * len(ARMS), args.studies, rng)
+            x[:, 1] *= ratio
+            claims = {f"AdaStop {a}": run_adastop(py, x, a, args.b, args.jobs, tmp)["claims"]
+                      for a in (0.025, 0.05)}
+            for test in ("unpaired", "paired"):
+                for v in ("own", "pooled"):
+                    claims[f"ccpo-lab ({test}, {v})"] = run_ccpo(x, test, variance=v)["claims"]
+            key = f"normal, rho {rho:g}, sd of a x{ratio:g}"
+            print(f"\n{key} (null)  [{time.perf_counter() - t0:.0f} s]")
+            out[key] = {}
+            for name, c in claims.items():
+                fw = (c != 0).any(axis=1)
+                out[key][name] = {"fwer": fw.mean(), "fwer_se": fw.std() / np.sqrt(fw.size)}
+                print(f"  {name:28s} FWER {fw.mean():.3f}±{fw.std() / np.sqrt(fw.size):.3f}")
+            sys.stdout.flush()
+    return out
+
+
 def machine() -> str:
     cpu = platform.processor() or "?"
     try:
@@ -206,6 +235,8 @@ def main() -> None:
     ap.add_argument("--rows", default="all", help="'all' or comma-separated dist:rho, "
                     "e.g. normal:0,bimodal:0.5")
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--unequal", action=argparse.BooleanOptionalAction, default=True,
+                    help="also the null studies with one arm 2 or 4 times as variable")
     ap.add_argument("--adastop-worker", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.adastop_worker:
@@ -224,7 +255,7 @@ def main() -> None:
     print("columns: FWER null, false claims on the alternative's equal arms; power +1 sd "
           "(minus AdaStop@0.025's, paired se); power +2 sd (idem); seeds of 60 null, "
           "alternative; share stopped early null/alternative; look deciding the +2 arm")
-    figures: dict[str, dict[str, dict[str, float]]] = {}
+    figures: dict[str, Any] = {}
     rng = np.random.default_rng(args.seed)
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
@@ -237,6 +268,9 @@ def main() -> None:
                                            run_adastop(py, x1, alpha, args.b, args.jobs, tmp))
             declared = "unpaired" if rho == 0 else "paired"
             res[f"ccpo-lab ({declared})"] = (run_ccpo(x0, declared), run_ccpo(x1, declared))
+            res[f"ccpo-lab ({declared}, pooled)"] = (
+                run_ccpo(x0, declared, variance="pooled"),
+                run_ccpo(x1, declared, variance="pooled"))
             if rho == 0:
                 res["ccpo-lab (unpaired, mean)"] = (
                     run_ccpo(x0, "unpaired", statistic="mean"),
@@ -249,6 +283,8 @@ def main() -> None:
             for name, r in figures[key].items():
                 print(row_text(name, r))
             sys.stdout.flush()
+        if args.unequal:
+            figures["unequal"] = unequal(py, args, rng, tmp, t0)
     print(f"\n({time.perf_counter() - t0:.0f} s)")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1, default=float))

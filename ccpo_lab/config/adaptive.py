@@ -41,7 +41,7 @@ class AdaptiveConfig:
     """The comparisons that matter, each ``[arm, baseline]``; empty: every arm against
     ``analysis.reference`` (the first arm when unset)."""
     spending: str = "power-3"
-    """Alpha-spending function: ``power-2`` (alpha t^2, the default), ``power-3``,
+    """Alpha-spending function: ``power-3`` (alpha t^3, the default), ``power-2``,
     ``hsd-4``, ``obrien-fleming`` (little alpha early) or ``pocock``."""
     test: str = "paired"
     """The comparisons' test, declared before any data: ``paired`` (arms share seeds, as
@@ -52,9 +52,10 @@ class AdaptiveConfig:
     """What the joint family tests: ``mean`` (the pooled t) or ``mean-or-rank`` (the
     maximum test of that t and the ranks' t); unset: ``mean-or-rank`` for ``unpaired``,
     ``mean`` for ``paired``."""
-    variance: str = "pooled"
-    """What the joint family's t divides by: ``pooled`` (over the family; assumes the arms'
-    seeds vary alike) or ``own`` (each comparison's own test; for arms that do not)."""
+    variance: str = "own"
+    """What each comparison's t divides by: ``own`` (its own test's; valid whatever the
+    arms' variances) or ``pooled`` (over the family: more power, but it assumes the arms'
+    seeds vary alike)."""
     futility: bool = True
     """Stop adding seeds to a comparison that even an optimistic reading of its
     difference could not resolve within ``max_seeds`` (non-binding)."""

@@ -80,7 +80,7 @@ class AdaptiveDesign:
     spending: str = "power-3"
     """Alpha-spending function (Lan & DeMets 1983): a key of
     :data:`ccpo_lab.stats.sequential.SPENDING_FUNCTIONS`. The default, Kim & DeMets'
-    ``alpha t^2``, spends enough at the second look to stop a clear effect there and
+    ``alpha t^3``, spends enough at the second look to stop a clear effect there and
     keeps most of alpha for the last (docs/adaptive-seeds.md)."""
     test: str = "paired"
     """The test of every comparison, declared before any data: ``paired`` (the arms run
@@ -98,12 +98,13 @@ class AdaptiveDesign:
     is the recommended one for the declared ``test``: ``mean-or-rank`` for ``unpaired``,
     ``mean`` for ``paired`` (where the ranks of differences add nothing measured:
     docs/adaptive-seeds.md). Holm families test the mean."""
-    variance: str = "pooled"
-    """What the joint family's t divides by: ``pooled``, the variance pooled over the
-    family (Dunnett's: more degrees of freedom, more power, but it assumes every arm's
-    seeds vary alike; one arm 4x noisier raises the family-wise error to 0.10-0.13,
-    docs/adaptive-seeds.md), or ``own``, each comparison's own test (the paired t or
-    Welch's: valid when arms vary unequally, less power when they do not)."""
+    variance: str = "own"
+    """What each comparison's t divides by: ``own`` (the default), its own test's
+    variance (the paired t or Welch's, on a boundary that holds whatever the arms'
+    variances), or ``pooled``, the variance pooled over the family (Dunnett's: more
+    degrees of freedom, more power, but it assumes every arm's seeds vary alike; one arm
+    whose sd is 2 or 4 times the others' raises the family-wise error to 0.065-0.08 or
+    0.11-0.13, docs/adaptive-seeds.md)."""
     futility: bool = True
     """Stop adding seeds to a comparison whose observed difference would need more than
     ``max_seeds`` seeds (non-binding: it never raises the error rate)."""

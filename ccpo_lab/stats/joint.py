@@ -22,15 +22,15 @@ threshold is returned as the per-comparison nominal p-level it corresponds to (t
 for every comparison: at a look every comparison has the same degrees of freedom), so
 :func:`ccpo_lab.stats.sequential.step_down` applies it unchanged.
 
-**Pooled variance.** Comparison ``i``'s ``t`` divides its mean difference by a standard
-error whose variance is pooled over the whole family (Dunnett's choice), not estimated
-from its own two arms: ``paired``: the variance of the per-seed differences averaged over
-the ``m`` comparisons (each over its own pairs; :func:`pooled`), ``t_i = mean(d_i) /
-sqrt(v / n_i)``; ``unpaired``: the within-arm variance pooled over the ``m + 1`` arms,
-``t_i = (mean_i - mean_ref) / (s sqrt(1 / n_i + 1 / n_ref))``. At 12 seeds and 4
-comparisons the unpaired pool has 55 degrees of freedom instead of 22, the paired one
-(correlated estimates) about 25 instead of 11: the power a per-comparison t loses to its
-own noisy sd comes back. Its p-value, the form the levels take, uses :func:`joint_df`
+**Pooled variance (``variance: pooled``).** Comparison ``i``'s ``t`` divides its mean
+difference by a standard error whose variance is pooled over the whole family (Dunnett's
+choice), not estimated from its own two arms: ``paired``: the variance of the per-seed
+differences averaged over the ``m`` comparisons (each over its own pairs; :func:`pooled`),
+``t_i = mean(d_i) / sqrt(v / n_i)``; ``unpaired``: the within-arm variance pooled over the
+``m + 1`` arms, ``t_i = (mean_i - mean_ref) / (s sqrt(1 / n_i + 1 / n_ref))``. At 12 seeds
+and 4 comparisons the unpaired pool has 55 degrees of freedom instead of 22, the paired
+one (correlated estimates) about 25 instead of 11: the power a per-comparison t loses to
+its own noisy sd comes back. Its p-value, the form the levels take, uses :func:`joint_df`
 (the pool's nominal df). An arm that stopped (its comparison closed) stays in the pool
 with the seeds it has. Non-normal scores: the levels hold approximately
 (``tests/adaptive/test_joint_error.py`` and ``benchmarks/bench_adastop.py`` measure
@@ -49,14 +49,14 @@ seeds, and a threshold that would fall inside a tie is set just below it, the al
 unspent carried to the next look. The calibration is exact for normal scores, like the
 mean's; on others the error is measured, not guaranteed (``tests/adaptive``).
 
-**Own variances (``variance: own``).** The pooled variance assumes every arm's seeds vary
-alike; when one arm varies 4 times as much, the family-wise error of the pooled form
-reaches 0.10-0.13. With ``own`` each comparison is tested on its own (:func:`own_p`: the
-paired t or Welch's, the ranks as above), and the boundary is calibrated on null studies
-whose comparisons are independent (each against its own reference draw): for the
-maximum of two-sided statistics independence is the worst case of any correlation
-(Šidák 1967), so the boundary holds whatever the arms' variances, at some cost in power
-when they vary alike.
+**Own variances (``variance: own``, the default).** The pooled variance assumes every
+arm's seeds vary alike; when one arm's sd is 4 times the others', the family-wise error of
+the pooled form reaches 0.10-0.13. With ``own`` each comparison is tested on its own
+(:func:`own_p`: the paired t or Welch's, the ranks as above), and the boundary is
+calibrated on null studies whose comparisons are independent (each against its own
+reference draw): for the maximum of two-sided statistics independence is the worst case of
+any correlation (Šidák 1967), so the boundary holds whatever the arms' variances, at some
+cost in power when they vary alike.
 
 Shapes: ``K`` looks, ``m`` comparisons (``r = 1..m`` open ones).
 

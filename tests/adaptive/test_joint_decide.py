@@ -44,15 +44,17 @@ def test_unpaired_decisions_match_the_vectorised_simulation() -> None:
     assert {"better", "worse", "futile", "unresolved"} <= seen, seen
 
 
-def test_a_joint_rejection_says_its_family_and_pooled_df() -> None:
-    d = AdaptiveDesign(comparisons=COMPS, initial_seeds=(0, 1, 2))
+def test_a_joint_rejection_says_its_family_and_its_df() -> None:
     sc = simulate_scores([0.0, 4.0, 0.0, 0.0], 1, 12, np.random.default_rng(1), rho=0.5)
-    s = _live(d, sc, 0)
-    x = s.last_decisions()[("a", "ref")]
-    assert x.action == "better"
-    assert "joint boundary of 3 open comparison(s)" in x.reason
-    assert x.level == d.alpha
-    assert x.df == 3 * (x.n_pairs - 1)  # the pool: 3 comparisons' differences
+    for variance, pool in (("pooled", 3), ("own", 1)):
+        d = AdaptiveDesign(comparisons=COMPS, initial_seeds=(0, 1, 2), variance=variance)
+        x = _live(d, sc, 0).last_decisions()[("a", "ref")]
+        assert x.action == "better"
+        assert "joint boundary of 3 open comparison(s)" in x.reason
+        assert x.level == d.alpha
+        # pooled: 3 comparisons' differences; own (the default): the comparison's own
+        assert x.df == pool * (x.n_pairs - 1)
+    assert AdaptiveDesign(comparisons=COMPS, initial_seeds=(0, 1, 2)).variance == "own"
 
 
 def test_a_state_written_before_the_joint_rule_keeps_holm() -> None:

@@ -240,12 +240,12 @@ def test_own_variance_decisions_live_match_the_simulation() -> None:
 
 
 def test_the_variance_setting_is_declared_and_old_states_keep_the_pool() -> None:
-    assert AdaptiveDesign(COMPS, (0, 1, 2)).variance == "pooled"
+    assert AdaptiveDesign(COMPS, (0, 1, 2)).variance == "own"  # the default since issue 31
     base = {"comparisons": [list(c) for c in COMPS], "initial_seeds": [0, 1, 2]}
     with pytest.raises(UserError, match="unknown variance") as e:
         AdaptiveDesign.from_dict({**base, "variance": "welch"}, key="analysis.adaptive")
     assert e.value.key == "analysis.adaptive.variance"
-    d = AdaptiveDesign(COMPS, (0, 1, 2), variance="own")
+    d = AdaptiveDesign(COMPS, (0, 1, 2), variance="pooled")
     assert AdaptiveDesign.from_dict(d.to_dict()) == d
     doc = json.loads(AdaptiveState(d).to_json())
     del doc["design"]["variance"]

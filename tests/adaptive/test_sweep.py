@@ -219,7 +219,7 @@ def test_the_sweep_command_and_its_dry_run(tmp_path: Path,
     out = capsys.readouterr().out
     assert "adaptive design: gigpo vs grpo, ccpo-return-hard vs grpo; 3 seeds first, +3 " \
            "per look up to 6 per arm" in out and "not started" in out
-    assert "paired test, joint family (mean, pooled variance)" in out
+    assert "paired test, joint family (mean, own variance)" in out
     assert not results.exists()
     assert main(["sweep", str(path), "--results", str(results)]) == 0
     out = capsys.readouterr().out

@@ -108,14 +108,16 @@ def test_the_seeds_table_names_the_rule_and_flags_unequal_spreads(
         adaptive_report: Report) -> None:
     a = adaptive_report.model.adaptive
     assert a is not None
-    assert (a.test, a.family, a.statistic, a.variance) == ("paired", "joint", "mean", "pooled")
+    assert (a.test, a.family, a.statistic, a.variance) == ("paired", "joint", "mean", "own")
     lo, hi = a.spread
     assert lo is not None and hi is not None and 0 < lo <= hi
     md = to_markdown(adaptive_report.model)
-    assert "the joint max-statistic step-down across the comparisons with one reference " \
-           "(the mean's t; a variance pooled over the family)" in md
     assert "Holm across comparisons" not in md
     assert "(group-sequential boundaries, the joint step-down across comparisons" in md
+    a = dataclasses.replace(a, variance="pooled")
+    md = to_markdown(dataclasses.replace(adaptive_report.model, adaptive=a))
+    assert "the joint max-statistic step-down across the comparisons with one reference " \
+           "(the mean's t; a variance pooled over the family)" in md
     # the pooled variance's assumption strained: a 3-fold spread gets the note; own
     # variances, or alike spreads, do not
     wide = dataclasses.replace(a, spread=(1.0, 3.0))
