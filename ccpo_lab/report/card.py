@@ -426,7 +426,7 @@ def section_limits(c: CardInputs) -> list[str]:
     m = c.model
     lines = ["## What this study does and does not show", ""]
     shown = [_comparison_line(x, m) for x in m.comparisons]
-    lines += ["Comparisons (one test per row, Holm-adjusted):", ""]
+    lines += ["Comparisons (one test per row, adjusted by Holm's step-down):", ""]
     lines += [f"- {x}" for x in shown] or ["- none (a single arm)"]
     one = [a.arm for a in m.arms if a.n_seeds == 1]
     none = [a.arm for a in m.arms if a.n_seeds == 0]

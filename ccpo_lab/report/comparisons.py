@@ -100,7 +100,8 @@ def comparison_rows(arms: Sequence[ArmRow], s: ReportSettings) -> tuple[Comparis
     """The comparison rows: every arm but the reference, in arm order, or the settings'
     explicit ``pairs`` in their order.
 
-    The family (tests, Holm, power, verdicts) is :func:`ccpo_lab.stats.compare_to_reference`;
+    The family (tests, the adaptive design's rule at one look, power, verdicts) is
+    :func:`ccpo_lab.stats.compare_pairs`;
     this adds P(X > Y) and its interval, step-1 identity, and the assumed-sd power figures
     of one-seed arms.
     """
@@ -140,7 +141,7 @@ def comparison_rows(arms: Sequence[ArmRow], s: ReportSettings) -> tuple[Comparis
         out.append(ComparisonRow(
             arm=row.arm, reference=row.reference, paired=c.test == "paired", test=c.test,
             n_x=c.n_x, n_y=c.n_y, n_pairs=c.n_pairs, diff=num(c.diff),
-            ci=interval(c.ci_low, c.ci_high), p=num(c.p_value), p_holm=num(row.p_holm),
+            ci=interval(c.ci_low, c.ci_high), p=num(row.p_test), p_holm=num(row.p_holm),
             prob_improvement=num(poi), ci_prob_improvement=ci_poi, seeds_needed=needed,
             min_detectable_diff=num(row.mdd), power_alpha=row.power_alpha,
             power_sd_assumed=assumed, verdict=v.label,

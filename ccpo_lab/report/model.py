@@ -184,9 +184,13 @@ class ComparisonRow:
     ci: Pair = field(metadata=INTERVAL)
     """The test's t interval of ``diff``."""
     p: float | None
-    """The test's two-sided p."""
+    """The test's two-sided p: the paired t's, or for an unpaired comparison the
+    calibrated maximum test of Welch's t and the ranks' t
+    (:func:`ccpo_lab.stats.fixed_family.comparison_p`)."""
     p_holm: float | None
-    """Holm-adjusted p over the comparisons with the reference."""
+    """The adjusted p over the comparisons: Holm's step-down at Šidák's levels when they
+    share one baseline (the adaptive design's default rule with one look), Holm's
+    otherwise."""
     prob_improvement: float | None
     """P(X > Y): the chance a seed of X beats a seed of Y (Mann-Whitney U / n_x n_y)."""
     ci_prob_improvement: Pair = field(metadata=INTERVAL)

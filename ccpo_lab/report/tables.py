@@ -280,19 +280,25 @@ def comparisons_table(model: ReportModel) -> Table:
 
 
 def _comparison_notes(model: ReportModel, paired_arms: bool, show_poi_ci: bool) -> list[str]:
-    """The comparisons table's notes: the test, Holm's family, seeds needed, P(X>Y)."""
+    """The comparisons table's notes: the test, the family, seeds needed, P(X>Y)."""
     ref, lv = model.reference, level(model)
     m = len(model.comparisons)
+    one_baseline = len({c.reference for c in model.comparisons}) <= 1
     welch = [c.arm for c in model.comparisons if c.test == "welch"]
     test = "the paired t-test on the seeds both arms ran"
     if welch:
-        test += f" (Welch's t-test for {', '.join(welch)}: fewer than 2 common seeds)"
+        test += (f" (Welch's t-test for {', '.join(welch)}: fewer than 2 common seeds"
+                 + ("; its p is that of the larger evidence of Welch's t and the t of the "
+                    "ranks, calibrated on null comparisons at its seeds" if one_baseline
+                    else "") + ")")
     versus = "its pair (arm vs reference)" if paired_arms else ref
     family = "listed pair" if paired_arms else "comparison"
+    rule = ("Holm's step-down at Šidák's levels: the rule of a group-sequential design "
+            "with a single look" if one_baseline else "Holm's step-down (different baselines)")
     return [f"Δ = arm − {versus}{_unit(model)}; {lv} CI, p and seeds needed come from one "
             f"test per row: {test}",
             f"p (Holm): adjusted over the {m} {family}{'s' if m != 1 else ''}"
-            f"{'' if paired_arms else f' with {ref}'}; "
+            f"{'' if paired_arms else f' with {ref}'} ({rule}); "
             f"better or worse only when p (Holm) < {model.alpha:g} with ≥ 2 seeds per arm, "
             "else unresolved",
             f"seeds needed: per arm for power {model.power:g} at the observed Δ with the "

@@ -14,15 +14,18 @@ Layers (each a module; all re-exported here):
 * :mod:`.power` -- Colas et al. 2018 power: type-II error, seeds needed,
   minimal detectable difference, for Welch's test and for the paired test.
 * :mod:`.verdict` -- 'better' / 'worse' / 'unresolved'.
-* :mod:`.family` -- every arm vs one reference (or explicit pairs) in one call (tests, Holm, power,
-  verdicts): the recommended entry point for a study table. Each comparison's interval,
-  p and seeds-needed come from the same test.
+* :mod:`.family` -- every arm vs one reference (or explicit pairs) in one call (tests, the
+  family's adjustment, power, verdicts): the recommended entry point for a study table.
+  Each comparison's interval, p and seeds-needed come from the same test.
+* :mod:`.fixed_family` -- the fixed-seed family: the adaptive design's default rule with
+  one look (Holm's step-down at Šidák's levels over each comparison's own test).
 * :mod:`.checks` -- argument checks shared by the modules above.
 * :mod:`.sequential` -- group-sequential tests for adaptive seeds: Lan-DeMets alpha
   spending, boundaries calibrated for t-tests at few seeds, Holm across looks and
   comparisons, non-binding futility (used by :mod:`ccpo_lab.adaptive`).
-* :mod:`.joint` -- the joint max-|t| group-sequential boundary of the comparisons sharing
-  a reference, with the family's pooled variance (the adaptive design's default family).
+* :mod:`.joint` -- the joint max-statistic group-sequential boundary of the comparisons
+  sharing a reference (the adaptive design's default family), each comparison on its own
+  variance or on the family's pooled one.
 * :mod:`.correlation` -- two arms' correlation across their common seeds, with its interval.
 
 Conventions: nan marks a missing value; inputs' nan entries are dropped where a

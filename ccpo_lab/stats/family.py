@@ -1,9 +1,11 @@
 """Every arm against one reference arm (or explicit pairs of arms), as one family: tests,
-Holm, power, verdicts.
+the family-wise adjustment, power, verdicts.
 
-This is the recommended entry point for a study table; it wires
-:func:`compare_arms`, :func:`holm`, :func:`seeds_needed`,
-:func:`minimal_detectable_difference` and :func:`verdict` together consistently.
+This is the recommended entry point for a study table; it wires :func:`compare_arms`,
+the fixed-seed family (:mod:`ccpo_lab.stats.fixed_family`: the adaptive design's default
+rule with one look, Holm's step-down at Šidák's levels over each comparison's own test),
+:func:`seeds_needed`, :func:`minimal_detectable_difference` and :func:`verdict` together
+consistently.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from numpy.typing import ArrayLike
 
 from ccpo_lab.stats.aggregate import finite_values
 from ccpo_lab.stats.checks import check_unit
-from ccpo_lab.stats.compare import Comparison, compare_arms, holm
+from ccpo_lab.stats.compare import Comparison, compare_arms
+from ccpo_lab.stats.fixed_family import fixed_family
 from ccpo_lab.stats.power import (
     minimal_detectable_difference,
     paired_minimal_detectable_difference,
@@ -36,7 +39,10 @@ class ArmVersusReference:
     Attributes:
         arm: the arm's name.
         comparison: :class:`Comparison` of the arm (X) with the reference (Y).
-        p_holm: Holm-adjusted p over the family (nan if the test was degenerate).
+        p_holm: the adjusted p over the family (nan if the test was degenerate): Holm's
+            step-down at Šidák's levels on :attr:`p_test` when every comparison shares
+            one baseline, Holm's on each test's own p otherwise
+            (:func:`ccpo_lab.stats.fixed_family.fixed_family`).
         seeds_needed: seeds per arm for 80% power (by default) to detect the
             observed ``|diff|`` with the comparison's own test, two-sided, at
             :attr:`power_alpha`: the paired test from the sd of the per-seed differences
@@ -49,8 +55,9 @@ class ArmVersusReference:
         verdict: :class:`Verdict`.
         power_alpha: the level of the power figures: ``alpha / m`` over the ``m``
             comparisons against the reference (Bonferroni), the smallest threshold
-            Holm's procedure can apply to a comparison; so a comparison predicted to be
-            resolved at ``seeds_needed`` seeds is resolved whatever its rank.
+            the step-down can apply to a comparison (Šidák's is a little above it); so
+            a comparison predicted to be resolved at ``seeds_needed`` seeds is resolved
+            whatever its rank.
     """
 
     arm: str
@@ -62,6 +69,11 @@ class ArmVersusReference:
     power_alpha: float
     reference: str = ""
     """The arm it was compared with (Y)."""
+    p_test: float = float("nan")
+    """The comparison's p under the family's rule: the paired t's, or for an unpaired
+    comparison the calibrated maximum test of Welch's t and the ranks' t
+    (:func:`ccpo_lab.stats.fixed_family.comparison_p`); the test's own p when the pairs
+    have different baselines."""
 
 
 def _sd(values: ArrayLike) -> float:
@@ -78,7 +90,7 @@ def compare_to_reference(
     power: float = 0.8,
     n_max: int = 1000,
 ) -> list[ArmVersusReference]:
-    """Compare every arm with ``reference``; Holm over the family; power; verdicts.
+    """Compare every arm with ``reference``; the family's adjustment; power; verdicts.
 
     Args:
         values: arm name -> float (n_seeds,), one value per seed (window means);
@@ -95,7 +107,7 @@ def compare_to_reference(
 
     Returns:
         One :class:`ArmVersusReference` per non-reference arm, in ``values`` order.
-        The Holm family is these comparisons; untestable ones (nan p) do not count.
+        The family is these comparisons; untestable ones (nan p) do not count.
 
     Raises:
         KeyError: if ``reference`` is not in ``values``.
@@ -116,8 +128,8 @@ def compare_pairs(
     power: float = 0.8,
     n_max: int = 1000,
 ) -> list[ArmVersusReference]:
-    """Compare each ``(arm, reference)`` pair; Holm over the family of pairs; power;
-    verdicts. Arguments and rows as :func:`compare_to_reference` (which is this with
+    """Compare each ``(arm, reference)`` pair; the family's adjustment over the pairs;
+    power; verdicts. Arguments and rows as :func:`compare_to_reference` (which is this with
     every arm paired with one reference), one row per pair, in ``pairs`` order.
 
     Raises:
@@ -130,14 +142,15 @@ def compare_pairs(
     seeds = seeds or {}
     cmps = [compare_arms(values[a], values[r], seeds.get(a), seeds.get(r), confidence)
             for a, r in pairs]
-    p_adj = holm(np.array([c.p_value for c in cmps], dtype=np.float64))
+    p_test, p_adj = fixed_family(cmps, values, pairs)
     level = family_level(alpha, len(pairs))
     rows: list[ArmVersusReference] = []
-    for (name, ref), c, p in zip(pairs, cmps, p_adj, strict=True):
+    for (name, ref), c, p, pt in zip(pairs, cmps, p_adj, p_test, strict=True):
         need, mdd = comparison_power(c, _sd(values[name]), _sd(values[ref]), level, power,
                                      n_max)
         v = verdict(c.diff, float(p), c.n_x, c.n_y, seeds_needed=need, alpha=alpha)
-        rows.append(ArmVersusReference(name, c, float(p), need, mdd, v, level, ref))
+        rows.append(ArmVersusReference(name, c, float(p), need, mdd, v, level, ref,
+                                       float(pt)))
     return rows
 
 
