@@ -177,9 +177,17 @@ def test_the_smoke_sweep_runs_to_completion_and_a_relaunch_submits_nothing(
     assert main([*args, "--wait"]) == 0
     runs = SweepDir(results / "smoke").run_dirs()
     assert len(runs) == 4 and all(r.read_state()["state"] == "completed" for r in runs)
+    # A run's state says completed before its job's entry point has exited, so Ray may
+    # still show the job RUNNING for a moment (seen once on a loaded CI machine): wait
+    # for Ray's own verdict, bounded, instead of reading it at one instant.
+    def settled() -> dict[str, str]:
+        now = {k: v for k, v in _ray_jobs(ray_cluster).items() if k not in before}
+        done = len(now) == 4 and not {"PENDING", "RUNNING"} & set(now.values())
+        return now if done else {}
+
+    mine = wait_until(settled, 300, "Ray to finish the sweep's 4 jobs", every=0.5)
+    assert set(mine.values()) == {"SUCCEEDED"}
     jobs = _ray_jobs(ray_cluster)
-    mine = {k: v for k, v in jobs.items() if k not in before}
-    assert len(mine) == 4 and set(mine.values()) == {"SUCCEEDED"}
     for rd in runs:  # each run's job id is derived from its run id
         job = rd.read_job()
         assert job["launcher"] == "ray-jobs" and job["address"] == ray_cluster
