@@ -46,6 +46,9 @@ CALIBRATION_DRAWS = 200_000
 """Null comparisons behind :func:`calibrated_p`: a calibrated p is exact to about
 ``sqrt(p / CALIBRATION_DRAWS)`` (0.0005 at 0.05)."""
 _SEED = 19_790_601
+_CHUNK_VALUES = 5_000_000
+"""Scores drawn at once by a calibration (40 MB): many seeds take more chunks, not more
+memory."""
 
 
 def holm_sidak(p_values: ArrayLike) -> NDArray[np.float64]:
@@ -95,7 +98,7 @@ def _null_max_test(n_x: int, n_y: int) -> NDArray[np.float64]:
 
     rng = np.random.default_rng((_SEED, n_x, n_y))
     out = np.empty(CALIBRATION_DRAWS)
-    chunk = 50_000
+    chunk = max(1_000, min(50_000, _CHUNK_VALUES // (n_x + n_y)))  # bounded memory
     for lo in range(0, CALIBRATION_DRAWS, chunk):
         c = min(chunk, CALIBRATION_DRAWS - lo)
         x, y = rng.standard_normal((c, n_x)), rng.standard_normal((c, n_y))
