@@ -36,7 +36,6 @@ from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import special
 
 from ccpo_lab.stats.compare import Comparison, holm
 
@@ -80,21 +79,11 @@ def holm_sidak(p_values: ArrayLike) -> NDArray[np.float64]:
     return out
 
 
-def _welch_p(x: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Welch's two-sided p over the last axis (``x``: (..., n_x), ``y``: (..., n_y))."""
-    nx, ny = x.shape[-1], y.shape[-1]
-    a, b = x.var(axis=-1, ddof=1) / nx, y.var(axis=-1, ddof=1) / ny
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = (x.mean(axis=-1) - y.mean(axis=-1)) / np.sqrt(a + b)
-        df = (a + b) ** 2 / (a * a / (nx - 1) + b * b / (ny - 1))
-        return np.where(np.isfinite(t), 2.0 * special.stdtr(df, -np.abs(t)), np.nan)
-
-
 @lru_cache(maxsize=64)
 def _null_max_test(n_x: int, n_y: int) -> NDArray[np.float64]:
     """float (D,), sorted: :func:`max_test_p` of null unpaired comparisons of normal scores
     at ``n_x`` and ``n_y`` seeds (D = :data:`CALIBRATION_DRAWS`, nan last)."""
-    from ccpo_lab.stats.joint import max_test_p, rank_t  # scipy.stats: only when needed
+    from ccpo_lab.stats.joint import max_test_p, own_p, rank_t  # scipy.stats: when needed
 
     rng = np.random.default_rng((_SEED, n_x, n_y))
     out = np.empty(CALIBRATION_DRAWS)
@@ -103,7 +92,7 @@ def _null_max_test(n_x: int, n_y: int) -> NDArray[np.float64]:
         c = min(chunk, CALIBRATION_DRAWS - lo)
         x, y = rng.standard_normal((c, n_x)), rng.standard_normal((c, n_y))
         t_r, df_r = rank_t(x, y, paired=False)
-        out[lo:lo + c] = max_test_p(_welch_p(x, y), x.mean(axis=-1) - y.mean(axis=-1),
+        out[lo:lo + c] = max_test_p(own_p(x, y, paired=False), x.mean(axis=-1) - y.mean(axis=-1),
                                     t_r, df_r)
     return np.sort(out)
 

@@ -279,14 +279,15 @@ def _p_extremes(x_arm: NDArray[np.float64], x_base: NDArray[np.float64],
 
 def own_p(x: NDArray[np.float64], y: NDArray[np.float64], paired: bool
           ) -> NDArray[np.float64]:
-    """Two-sided p of each comparison's own test on equal seed counts (``variance:
+    """Two-sided p of each comparison's own test (``variance:
     own``): the paired t of its per-seed differences, or Welch's t; nan without spread.
     What :func:`ccpo_lab.stats.compare_arms` computes, batched.
 
     Args:
-        x, y: float (..., n), the arm's and the baseline's scores (paired: by seed).
+        x, y: float (..., n_x) and (..., n_y), the arm's and the baseline's scores
+            (paired: by seed, ``n_x == n_y``).
     """
-    n = x.shape[-1]
+    n, n_y = x.shape[-1], y.shape[-1]
     with np.errstate(divide="ignore", invalid="ignore"):
         if paired:
             d = x - y
@@ -294,9 +295,9 @@ def own_p(x: NDArray[np.float64], y: NDArray[np.float64], paired: bool
             t = d.mean(axis=-1) / np.sqrt(v / n)
             df = np.full_like(v, n - 1.0)
         else:
-            a, b = x.var(axis=-1, ddof=1) / n, y.var(axis=-1, ddof=1) / n
+            a, b = x.var(axis=-1, ddof=1) / n, y.var(axis=-1, ddof=1) / n_y
             t = (x.mean(axis=-1) - y.mean(axis=-1)) / np.sqrt(a + b)
-            df = (a + b) ** 2 / (a * a / (n - 1) + b * b / (n - 1))
+            df = (a + b) ** 2 / (a * a / (n - 1) + b * b / (n_y - 1))
         return np.where(np.isfinite(t), 2.0 * special.stdtr(df, -np.abs(t)), np.nan)
 
 
