@@ -17,18 +17,20 @@ two equal to the reference). Both designs read exactly the same scores.
   (what declaring pairs costs there) are printed too, and on every row the declared test
   with ``variance: pooled`` (the default before the own variances).
 * Unequal variances (``--unequal``, on by default): null studies where arm ``a``'s sd is
-  2 or 4 times the others', normal scores, rho 0 and 0.5: the family-wise error of both
-  designs, each variance, when the arms do not vary alike.
+  2 or 4 times the others', or the reference's 1/2 or 1/4 of theirs, normal scores, rho 0
+  and 0.5: the family-wise error of both designs, each variance, when the arms do not
+  vary alike.
 * AdaStop 0.1.3 (``MultipleAgentsComparator(n=3, K=4, B, comparisons=[(0, i)])``) at
-  alpha 0.05 and 0.025 (level-corrected: its 0.05 lets too much through), installed on
+  alpha 0.025 and 0.05 (``--adastop-alphas``; the first is the level-corrected one the
+  power differences are paired with: its 0.05 lets too much through), installed on
   first use in its own virtual environment under ``~/.cache/ccpo-lab-bench/adastop-0.1.3``
   (never a project dependency) and run there in ``--jobs`` worker processes.
 
 Printed: per row and design, FWER (null; and false claims on the alternative's equal
-arms), power at +1 and +2 sd, the power difference with AdaStop at 0.025 with its paired
-Monte-Carlo error, mean seeds (of 60) at the null and the alternative, the share of studies
-that stopped early, and the look at which the +2 sd arm was decided. ``--quick``: 60
-studies a row, AdaStop B 500 (a smoke run, minutes).
+arms), power at +1 and +2 sd, the power difference with AdaStop at the first level with
+its paired Monte-Carlo error, mean seeds (of 60) at the null and the alternative, the
+share of studies that stopped early, and the look at which the +2 sd arm was decided.
+``--quick``: 60 studies a row, AdaStop B 500 (a smoke run, minutes).
 """
 
 from __future__ import annotations
@@ -190,18 +192,19 @@ def row_text(name: str, r: dict[str, float]) -> str:
 
 def unequal(py: Path, args: argparse.Namespace, rng: np.random.Generator, tmp: Path,
             t0: float) -> dict[str, dict[str, float]]:
-    """FWER of null studies where arm ``a`` (index 1) has ``ratio`` times the others' sd."""
+    """FWER of null studies where arm ``a`` has ``ratio`` times the others' sd, or the
+    reference 1/2 or 1/4 of theirs."""
     out: dict[str, dict[str, float]] = {}
     for rho in RHOS:
-        for ratio in (2.0, 4.0):
+        for arm, ratio in ((1, 2.0), (1, 4.0), (0, 0.5), (0, 0.25)):
             x = studies("normal", rho, (0.0,) * len(ARMS), args.studies, rng)
-            x[:, 1] *= ratio
-            claims = {f"AdaStop {a}": run_adastop(py, x, a, args.b, args.jobs, tmp)["claims"]
-                      for a in (0.025, 0.05)}
+            x[:, arm] *= ratio
+            claims = {f"AdaStop {a:g}": run_adastop(py, x, a, args.b, args.jobs, tmp)["claims"]
+                      for a in args.alphas}
             for test in ("unpaired", "paired"):
                 for v in ("own", "pooled"):
                     claims[f"ccpo-lab ({test}, {v})"] = run_ccpo(x, test, variance=v)["claims"]
-            key = f"normal, rho {rho:g}, sd of a x{ratio:g}"
+            key = f"normal, rho {rho:g}, sd of {ARMS[arm]} x{ratio:g}"
             print(f"\n{key} (null)  [{time.perf_counter() - t0:.0f} s]")
             out[key] = {}
             for name, c in claims.items():
@@ -236,7 +239,11 @@ def main() -> None:
                     "e.g. normal:0,bimodal:0.5")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--unequal", action=argparse.BooleanOptionalAction, default=True,
-                    help="also the null studies with one arm 2 or 4 times as variable")
+                    help="also the null studies with one arm 2 or 4 times as variable, or "
+                    "the reference 1/2 or 1/4")
+    ap.add_argument("--adastop-alphas", default="0.025,0.05",
+                    help="AdaStop's levels, comma-separated; the first is the one the "
+                    "power differences are paired with (level-corrected)")
     ap.add_argument("--adastop-worker", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.adastop_worker:
@@ -245,6 +252,7 @@ def main() -> None:
         return
     if args.quick:
         args.studies, args.b = 60, 500
+    args.alphas = tuple(float(a) for a in args.adastop_alphas.split(","))
     rows = [(d, r) for d in DISTS for r in RHOS]
     if args.rows != "all":
         rows = [(d, float(r)) for d, r in (x.split(":") for x in args.rows.split(","))]
@@ -253,7 +261,7 @@ def main() -> None:
     print(f"{args.studies} studies a row (null and alternative), seed {args.seed}, AdaStop "
           f"B {args.b}; {machine()}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print("columns: FWER null, false claims on the alternative's equal arms; power +1 sd "
-          "(minus AdaStop@0.025's, paired se); power +2 sd (idem); seeds of 60 null, "
+          f"(minus AdaStop@{args.alphas[0]:g}'s, paired se); power +2 sd (idem); seeds of 60 null, "
           "alternative; share stopped early null/alternative; look deciding the +2 arm")
     figures: dict[str, Any] = {}
     rng = np.random.default_rng(args.seed)
@@ -263,8 +271,8 @@ def main() -> None:
             x0 = studies(dist, rho, (0.0,) * len(ARMS), args.studies, rng)
             x1 = studies(dist, rho, EFFECTS, args.studies, rng)
             res = {}
-            for alpha in (0.025, 0.05):
-                res[f"AdaStop {alpha}"] = (run_adastop(py, x0, alpha, args.b, args.jobs, tmp),
+            for alpha in args.alphas:
+                res[f"AdaStop {alpha:g}"] = (run_adastop(py, x0, alpha, args.b, args.jobs, tmp),
                                            run_adastop(py, x1, alpha, args.b, args.jobs, tmp))
             declared = "unpaired" if rho == 0 else "paired"
             res[f"ccpo-lab ({declared})"] = (run_ccpo(x0, declared), run_ccpo(x1, declared))
@@ -276,7 +284,7 @@ def main() -> None:
                     run_ccpo(x0, "unpaired", statistic="mean"),
                     run_ccpo(x1, "unpaired", statistic="mean"))
                 res["ccpo-lab (paired)"] = (run_ccpo(x0, "paired"), run_ccpo(x1, "paired"))
-            ref = res["AdaStop 0.025"][1]
+            ref = res[f"AdaStop {args.alphas[0]:g}"][1]
             key = f"{dist}, rho {rho:g}"
             figures[key] = {name: summarise(n, a, ref) for name, (n, a) in res.items()}
             print(f"\n{key}  [{time.perf_counter() - t0:.0f} s]")

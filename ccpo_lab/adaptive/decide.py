@@ -240,7 +240,8 @@ def _open_comparisons(state: AdaptiveState, scores: Scores,
         else:  # the joint family on each comparison's own test
             se, va, vb = _spread(c, x, sx, y, sy)
         if pool is not None and statistic(design) == "mean-or-rank":
-            c, t_r, df_r = max_test_comparison(c, pool[0], key)
+            c, t_r, df_r = max_test_comparison(c, pool[0], key,
+                                               "own" if design.variance == "own" else "pooled")
             rank = (t_r, df_r)
         sizes = tuple(_size(d.test, d.n_x, d.n_y, d.n_pairs) for d in past)
         final = (len(assigned[arm]) >= design.max_seeds

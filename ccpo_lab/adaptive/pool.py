@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 from scipy import special
 
 from ccpo_lab.stats.compare import _ZERO_SPREAD_ULPS, Comparison
-from ccpo_lab.stats.joint import max_test_p, pooled, rank_t
+from ccpo_lab.stats.joint import JointVariance, max_test_p, pooled, rank_t
 
 __all__ = ["ArmData", "max_test_comparison", "pooled_comparison", "pooled_spread"]
 
@@ -82,15 +82,17 @@ def pooled_comparison(c: Comparison, data: ArmData, key: tuple[str, str], v: flo
     return out, se, va, vb
 
 
-def max_test_comparison(c: Comparison, data: ArmData, key: tuple[str, str]
+def max_test_comparison(c: Comparison, data: ArmData, key: tuple[str, str],
+                        variance: JointVariance = "pooled"
                         ) -> tuple[Comparison, float, float]:
-    """``c`` (pooled, :func:`pooled_comparison`) with the ``mean-or-rank`` p-value:
-    ``(comparison, the ranks' t, its df)``; the ranks of the comparison's own two arms
-    (paired: its common seeds' differences), nan below 2 values per arm."""
+    """``c`` (pooled, :func:`pooled_comparison`, or its own test) with the
+    ``mean-or-rank`` p-value: ``(comparison, the ranks' t, its df)``; the ranks of the
+    comparison's own two arms (paired: its common seeds' differences; unpaired with
+    ``variance: own``: Brunner-Munzel's), nan below 2 values per arm."""
     paired = c.test == "paired"
     x, y = _pair(data, *key) if paired else (data[key[0]][0], data[key[1]][0])
     if min(x.size, y.size) < 2:
         return c, float("nan"), float("nan")
-    t_r, df_r = rank_t(x, y, paired)
+    t_r, df_r = rank_t(x, y, paired, variance=variance)
     p = float(max_test_p(np.float64(c.p_value), np.float64(c.diff), t_r, df_r))
     return dataclasses.replace(c, p_value=p), float(t_r), float(df_r)

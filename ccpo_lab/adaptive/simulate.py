@@ -148,7 +148,7 @@ def _joint_tests(design: AdaptiveDesign, scores: NDArray[np.float64],
     p, diff, se, df, va, vb = _tests(scores, idx, n, paired)
     if stat == "mean-or-rank":
         p = max_test_p(p, diff, *rank_t(scores[:, idx[:, 0], :n], scores[:, idx[:, 1], :n],
-                                        paired))
+                                        paired, variance="own"))
     return p, diff, se, df, va, vb
 
 

@@ -53,9 +53,9 @@ class AdaptiveConfig:
     maximum test of that t and the ranks' t); unset: ``mean-or-rank`` for ``unpaired``,
     ``mean`` for ``paired``."""
     variance: str = "own"
-    """What each comparison's t divides by: ``own`` (its own test's; valid whatever the
-    arms' variances) or ``pooled`` (over the family: more power, but it assumes the arms'
-    seeds vary alike)."""
+    """What each comparison's t divides by: ``own`` (its own test's; calibrated to hold
+    whatever the arms' variances) or ``pooled`` (over the family: more power, but it
+    assumes the arms' seeds vary alike)."""
     futility: bool = True
     """Stop adding seeds to a comparison that even an optimistic reading of its
     difference could not resolve within ``max_seeds`` (non-binding)."""

@@ -99,12 +99,12 @@ class AdaptiveDesign:
     ``mean`` for ``paired`` (where the ranks of differences add nothing measured:
     docs/adaptive-seeds.md). Holm families test the mean."""
     variance: str = "own"
-    """What each comparison's t divides by: ``own`` (the default), its own test's
-    variance (the paired t or Welch's, on a boundary that holds whatever the arms'
-    variances), or ``pooled``, the variance pooled over the family (Dunnett's: more
-    degrees of freedom, more power, but it assumes every arm's seeds vary alike; one arm
-    whose sd is 2 or 4 times the others' raises the family-wise error to 0.065-0.08 or
-    0.11-0.13, docs/adaptive-seeds.md)."""
+    """What each comparison's t divides by: ``own`` (the default), its own test's variance
+    (the paired t or Welch's, on a boundary calibrated to hold whatever the arms'
+    variances: Welch's at the least favourable of several ratios), or ``pooled``, the
+    variance pooled over the family (Dunnett's: more degrees of freedom, more power, but
+    it assumes every arm's seeds vary alike; one arm whose sd is 2 or 4 times the others'
+    raises the family-wise error to 0.065-0.08 or 0.11-0.13, docs/adaptive-seeds.md)."""
     futility: bool = True
     """Stop adding seeds to a comparison whose observed difference would need more than
     ``max_seeds`` seeds (non-binding: it never raises the error rate)."""

@@ -8,13 +8,14 @@ where an adjusted p lies within the two calibrations' Monte-Carlo error of alpha
 0.0005 at 0.05; ``tests/stats/test_fixed_family.py`` checks it study by study):
 
 * **Each comparison's own test.** The paired t on the seeds both arms ran, else Welch's t
-  (:func:`ccpo_lab.stats.compare_arms`). An unpaired comparison also has the t of its
-  ranks (``statistic: mean-or-rank``, the unpaired default): its p is
-  :func:`ccpo_lab.stats.joint.max_test_p` of the two, *calibrated*
-  (:func:`calibrated_p`): the chance that a null comparison at the same seed counts
-  (normal scores, :data:`CALIBRATION_DRAWS` draws of a fixed Generator) gives a p at most
-  as small. A paired comparison's p is the paired t's (``statistic: mean``, exact for
-  normal differences).
+  (:func:`ccpo_lab.stats.compare_arms`). An unpaired comparison also has Brunner and
+  Munzel's rank t (``statistic: mean-or-rank``, the unpaired default): its p is
+  :func:`ccpo_lab.stats.joint.max_test_p` of the two, *calibrated* (:func:`calibrated_p`):
+  the largest chance, over the least favourable ratios of the two arms' variances
+  (:func:`ccpo_lab.stats.sequential.unequal_sds`), that a null comparison at the same seed
+  counts (normal scores, :data:`CALIBRATION_DRAWS` draws of a fixed Generator per ratio)
+  gives a p at most as small. A paired comparison's p is the paired t's (``statistic:
+  mean``, exact for normal differences).
 * **The family.** Comparisons that share one baseline: Holm's step-down at Šidák's levels
   (:func:`holm_sidak`). With one look this *is* the own variance's joint boundary: that
   boundary is calibrated on independent comparisons (the worst case of any correlation
@@ -80,9 +81,11 @@ def holm_sidak(p_values: ArrayLike) -> NDArray[np.float64]:
 
 
 @lru_cache(maxsize=64)
-def _null_max_test(n_x: int, n_y: int) -> NDArray[np.float64]:
+def _null_max_test(n_x: int, n_y: int, sd_x: float = 1.0, sd_y: float = 1.0
+                   ) -> NDArray[np.float64]:
     """float (D,), sorted: :func:`max_test_p` of null unpaired comparisons of normal scores
-    at ``n_x`` and ``n_y`` seeds (D = :data:`CALIBRATION_DRAWS`, nan last)."""
+    (mean 0, sd ``sd_x`` and ``sd_y``) at ``n_x`` and ``n_y`` seeds (D =
+    :data:`CALIBRATION_DRAWS`, nan last)."""
     from ccpo_lab.stats.joint import max_test_p, own_p, rank_t  # scipy.stats: when needed
 
     rng = np.random.default_rng((_SEED, n_x, n_y))
@@ -90,23 +93,30 @@ def _null_max_test(n_x: int, n_y: int) -> NDArray[np.float64]:
     chunk = max(1_000, min(50_000, _CHUNK_VALUES // (n_x + n_y)))  # bounded memory
     for lo in range(0, CALIBRATION_DRAWS, chunk):
         c = min(chunk, CALIBRATION_DRAWS - lo)
-        x, y = rng.standard_normal((c, n_x)), rng.standard_normal((c, n_y))
-        t_r, df_r = rank_t(x, y, paired=False)
+        x, y = sd_x * rng.standard_normal((c, n_x)), sd_y * rng.standard_normal((c, n_y))
+        t_r, df_r = rank_t(x, y, paired=False, ties=False, variance="own")
         out[lo:lo + c] = max_test_p(own_p(x, y, paired=False), x.mean(axis=-1) - y.mean(axis=-1),
                                     t_r, df_r)
     return np.sort(out)
 
 
 def calibrated_p(p: float, n_x: int, n_y: int) -> float:
-    """The chance that a null unpaired comparison at ``n_x`` and ``n_y`` seeds (normal
-    scores) has a :func:`max_test_p` at most ``p``: the p-value of the maximum test.
+    """The largest chance, over the least favourable variances
+    (:func:`ccpo_lab.stats.sequential.unequal_sds`), that a null unpaired comparison at
+    ``n_x`` and ``n_y`` seeds (normal scores) has a :func:`max_test_p` at most ``p``:
+    the p-value of the maximum test.
 
     A tie of discrete rank p-values at ``p`` counts in full (a rejection never takes
     part of a tie, as the design's boundary)."""
     if not np.isfinite(p) or n_x < 2 or n_y < 2:
         return float("nan")
-    null = _null_max_test(int(n_x), int(n_y))
-    return float(np.searchsorted(null, p, side="right")) / null.size
+    from ccpo_lab.stats.sequential import unequal_sds
+
+    out = 0.0
+    for sd_x, sd_y in unequal_sds(n_x == n_y):
+        null = _null_max_test(int(n_x), int(n_y), sd_x, sd_y)
+        out = max(out, float(np.searchsorted(null, p, side="right")) / null.size)
+    return out
 
 
 def comparison_p(c: Comparison, x: ArrayLike, y: ArrayLike) -> float:
@@ -124,7 +134,7 @@ def comparison_p(c: Comparison, x: ArrayLike, y: ArrayLike) -> float:
     xa = np.asarray(x, dtype=np.float64)
     ya = np.asarray(y, dtype=np.float64)
     xa, ya = xa[np.isfinite(xa)], ya[np.isfinite(ya)]
-    t_r, df_r = rank_t(xa, ya, paired=False)
+    t_r, df_r = rank_t(xa, ya, paired=False, variance="own")
     p = max_test_p(np.asarray(c.p_value), np.asarray(c.diff), t_r, df_r)
     return calibrated_p(float(p), xa.size, ya.size)
 

@@ -72,6 +72,7 @@ from scipy import special
 __all__ = [
     "CALIBRATION_PATHS",
     "SPENDING_FUNCTIONS",
+    "UNEQUAL_SDS",
     "WELCH_CALIBRATION_PATHS",
     "alpha_spent",
     "calibrated_levels",
@@ -85,6 +86,7 @@ __all__ = [
     "step_down",
     "t_boundary",
     "t_test_power",
+    "unequal_sds",
 ]
 
 SpendingFunction = Callable[[NDArray[np.float64], float], NDArray[np.float64]]
@@ -322,6 +324,15 @@ more to simulate: alpha exact to about 0.00045 at 0.05."""
 CALIBRATION_SEED = 20_181_112
 """Seed of the calibration's Generator: the levels are the same on every machine and run."""
 _CALIBRATION_CHUNK = 50_000
+UNEQUAL_SDS: tuple[float, ...] = (1.0, 0.5, 0.25, 0.01)
+"""The two-sample tests' least favourable variances: one arm's sd, the other's being 1,
+in the null studies a Welch (or ranks') boundary is calibrated on; each look's threshold is
+the most stringent of theirs. Neither Welch's p nor the ranks' is exact at a few seeds, and
+how far off it is depends on the ratio of the arms' variances: a boundary calibrated on
+arms that vary alike let 0.066 of null studies through when the reference's sd was a
+quarter of the others' (the joint family's, 8,000 studies). At equal seed counts a ratio
+and its inverse give one comparison the same law, so these also stand for an arm 2, 4 and
+100 times as variable as the other; at unequal counts both directions are calibrated."""
 
 
 def information(sizes: Sizes, test: Test) -> NDArray[np.float64]:
@@ -371,25 +382,36 @@ def _paired_null_paths(width: int, ns: tuple[int, ...]) -> NDArray[np.float32]:
     return out
 
 
-@lru_cache(maxsize=2)
-def _welch_null_paths(sizes: Sizes, width: int) -> NDArray[np.float64]:
-    """float (WELCH_CALIBRATION_PATHS, K): two-sided Welch p-values of null studies (two iid
-    N(0, 1) arms: identical arms) on their first ``sizes[k]`` seeds; ``width`` columns
-    are drawn per arm whatever the sizes, so a look's level does not depend on later looks.
-    """
+@lru_cache(maxsize=8)
+def _welch_null_paths(sizes: Sizes, width: int, sd_x: float = 1.0, sd_y: float = 1.0
+                      ) -> NDArray[np.float64]:
+    """float (WELCH_CALIBRATION_PATHS, K): two-sided Welch p-values of null studies (two
+    normal arms of mean 0 and sd ``sd_x``, ``sd_y``) on their first ``sizes[k]`` seeds;
+    ``width`` columns are drawn per arm whatever the sizes, so a look's level does not
+    depend on later looks."""
     rng = np.random.default_rng(CALIBRATION_SEED)
     nx = np.array([a for a, _ in sizes])
     ny = np.array([b for _, b in sizes])
     out = np.empty((WELCH_CALIBRATION_PATHS, len(sizes)))
     for lo in range(0, WELCH_CALIBRATION_PATHS, _CALIBRATION_CHUNK):
         c = min(_CALIBRATION_CHUNK, WELCH_CALIBRATION_PATHS - lo)
-        mx, vx = _prefix_moments(rng.standard_normal((c, width)), nx)
-        my, vy = _prefix_moments(rng.standard_normal((c, width)), ny)
+        mx, vx = _prefix_moments(sd_x * rng.standard_normal((c, width)), nx)
+        my, vy = _prefix_moments(sd_y * rng.standard_normal((c, width)), ny)
         a, b = vx / nx, vy / ny
         se2 = a + b
         df = se2 * se2 / (a * a / (nx - 1) + b * b / (ny - 1))
         out[lo:lo + c] = 2.0 * special.stdtr(df, -np.abs(mx - my) / np.sqrt(se2))
     return out
+
+
+def unequal_sds(equal_counts: bool) -> tuple[tuple[float, float], ...]:
+    """``(sd_x, sd_y)`` of the null studies a two-sample boundary is calibrated on
+    (:data:`UNEQUAL_SDS`): the second arm's sd varied, and the first's too at unequal
+    seed counts."""
+    out = [(1.0, s) for s in UNEQUAL_SDS]
+    if not equal_counts:
+        out += [(s, 1.0) for s in UNEQUAL_SDS if s != 1.0]
+    return tuple(out)
 
 
 def _prefix_moments(
@@ -420,8 +442,9 @@ def calibrated_levels(
     alpha spent between the looks (the first paired look needs no simulation: a single
     t-test is exact, its level is the alpha it spends; Welch's is not, at few seeds).
     For paired tests the null law of the t statistics does not depend on the sd, so the
-    result is exact up to the calibration's Monte-Carlo error; for Welch it is exact for
-    identical arms (equal variances).
+    result is exact up to the calibration's Monte-Carlo error; for Welch each look's level
+    is the most stringent of null studies at several ratios of the arms' variances
+    (:func:`unequal_sds`), so it holds for each of them.
 
     Args:
         sizes: per look ``(n_x, n_y)`` (see :data:`Sizes`); information grows at each look.
@@ -447,12 +470,13 @@ def _calibrated(
 ) -> tuple[tuple[float, ...], ...]:
     info = information(sizes, test)
     width = max(int(np.ceil(max_information)), max(max(a, b) for a, b in sizes))
-    ev: NDArray[np.floating[Any]]
+    evs: list[NDArray[np.floating[Any]]]
     if test == "paired":
-        ev = _paired_null_paths(width, tuple(a for a, _ in sizes))
-    else:
-        ev = _welch_null_paths(sizes, width)
-    n_paths = ev.shape[0]
+        evs = [_paired_null_paths(width, tuple(a for a, _ in sizes))]
+    else:  # the least favourable of several variance ratios, look by look
+        evs = [_welch_null_paths(sizes, width, sx, sy)
+               for sx, sy in unequal_sds(all(a == b for a, b in sizes))]
+    n_paths = evs[0].shape[0]
     df = np.array([a - 1.0 for a, _ in sizes])
 
     def to_level(k: int, e: float) -> float:  # evidence threshold -> nominal level
@@ -469,28 +493,40 @@ def _calibrated(
         if final:
             spent[-1] = a
         levels = []
-        alive = np.ones(n_paths, dtype=bool)
-        prev = 0.0
+        alive = [np.ones(n_paths, dtype=bool) for _ in evs]
+        crossed = np.zeros(len(evs), dtype=np.int64)
+        budget, prev = 0, 0.0
         for k in range(len(sizes)):
             inc = max(float(spent[k]) - prev, 0.0)
             prev = max(prev, float(spent[k]))
-            j = int(round(inc * n_paths))
+            budget += int(round(inc * n_paths))  # paths allowed to have crossed by now
             if k == 0 and test == "paired":  # a single t-test: exact
                 level, thr = inc, to_evidence(0, inc)
-            elif j <= 0:
-                level, thr = 0.0, -np.inf
             else:
-                e = ev[alive, k]
-                if j >= e.size:
-                    level, thr = 1.0, np.inf
-                else:
-                    part = np.partition(e, (j - 1, j))
-                    thr = 0.5 * (float(part[j - 1]) + float(part[j]))
-                    level = to_level(k, thr)
+                # one law: this look's share of alpha (the first paired look's crossings
+                # are exact, not counted); several: what each has left of the budget
+                left = ([int(round(inc * n_paths))] if len(evs) == 1
+                        else [budget - int(c) for c in crossed])
+                thr = min(_threshold(ev[al, k], j)
+                          for ev, al, j in zip(evs, alive, left, strict=True))
+                level = 0.0 if thr == -np.inf else 1.0 if thr == np.inf else to_level(k, thr)
             levels.append(level)
-            alive &= ev[:, k] > thr
+            for i, ev in enumerate(evs):
+                alive[i] &= ev[:, k] > thr
+                crossed[i] = n_paths - int(np.count_nonzero(alive[i]))
         rows.append(tuple(levels))
     return tuple(rows)
+
+
+def _threshold(e: NDArray[np.floating[Any]], j: int) -> float:
+    """The value of ``e`` at or below which exactly its ``j`` smallest lie (the midpoint
+    of two neighbours); -inf for ``j <= 0``, inf for all of them."""
+    if j <= 0:
+        return -np.inf
+    if j >= e.size:
+        return np.inf
+    part = np.partition(e, (j - 1, j))
+    return 0.5 * (float(part[j - 1]) + float(part[j]))
 
 
 def t_boundary(level: ArrayLike, df: ArrayLike) -> NDArray[np.float64] | float:

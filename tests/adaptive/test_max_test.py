@@ -42,6 +42,28 @@ def test_unpaired_rank_t_is_the_two_sample_t_of_joint_midranks() -> None:
     assert float(df) == 14
 
 
+def test_own_variance_rank_t_is_brunner_munzels() -> None:
+    """``variance: own`` ranks an unpaired comparison with Brunner-Munzel's t: scipy's
+    (an independent implementation), sign x - y, with ties, unequal sizes and batched;
+    plain ranks (``ties=False``) give the same on continuous draws; nan where it is
+    undefined (complete separation, fewer than 2 values)."""
+    rng = np.random.default_rng(3)
+    x = np.round(rng.normal(0.5, 3.0, (4, 7)), 0)  # ties within and across arms
+    y = np.round(rng.normal(0.0, 1.0, (4, 9)), 0)
+    t, df = rank_t(x, y, paired=False, variance="own")
+    for i in range(4):
+        want = stats.brunnermunzel(x[i], y[i])
+        assert float(t[i]) == pytest.approx(-want.statistic, rel=1e-12)
+        p = 2.0 * stats.t.sf(abs(float(t[i])), float(df[i]))
+        assert p == pytest.approx(want.pvalue, rel=1e-9)
+    u, v = rng.standard_normal((3, 6)), 4.0 * rng.standard_normal((3, 5))
+    np.testing.assert_allclose(rank_t(u, v, False, ties=False, variance="own"),
+                               rank_t(u, v, False, variance="own"), rtol=1e-12)
+    sep, _ = rank_t(np.arange(4.0) + 10, np.arange(4.0), paired=False, variance="own")
+    assert np.isnan(sep)
+    assert np.isnan(rank_t(np.ones(1), np.arange(3.0), False, variance="own")[0])
+
+
 def test_paired_rank_t_is_the_one_sample_t_of_signed_ranks() -> None:
     rng = np.random.default_rng(1)
     x, y = rng.normal(0.3, 1.0, 10), rng.normal(0.0, 1.0, 10)
@@ -131,8 +153,10 @@ def test_a_better_arm_does_not_raise_the_error_of_the_others() -> None:
 
 def test_the_ranks_buy_power_on_skewed_scores_and_cost_little_on_normal_ones() -> None:
     """The +1 sd arm of an alternative like the benchmark's, unpaired, 1,500 studies
-    (Monte-Carlo se of the paired difference about 0.008): measured +0.09 on log-normal
-    scores and -0.004 on normal ones (docs/adaptive-seeds.md)."""
+    (Monte-Carlo se of the paired difference about 0.008), own variances (Brunner-Munzel's
+    ranks, the least favourable variances): measured +0.039 on log-normal scores and
+    -0.008 on normal ones (docs/adaptive-seeds.md; +0.09 and -0.004 with the rank-transform
+    t calibrated where the arms vary alike, before the least favourable variances)."""
     n = 1500
     rng = np.random.default_rng(13)
     s2 = 0.8**2
@@ -147,8 +171,8 @@ def test_the_ranks_buy_power_on_skewed_scores_and_cost_little_on_normal_ones() -
                               ARMS).claims[:, 0] == 1 for st in ("mean", "mean-or-rank")}
         gain[law] = float(hit["mean-or-rank"].mean() - hit["mean"].mean())
     print(f"\npower of mean-or-rank minus mean at +1 sd: {gain}")
-    assert gain["lognormal"] > 0.04
-    assert gain["normal"] > -0.025
+    assert gain["lognormal"] > 0.02
+    assert gain["normal"] > -0.03
 
 
 # --- the design ------------------------------------------------------------------------
@@ -216,6 +240,23 @@ def test_own_variances_hold_the_error_when_one_arm_is_noisier(test: str) -> None
     print(f"\n{test}, one arm 4x noisier, {n} null studies: FWER {rates}")
     assert rates["own"] <= _bound(n)
     assert rates["pooled"] > _bound(n)  # the check can fail: the pooled form does
+
+
+@pytest.mark.parametrize("family", ["joint", "holm"])
+def test_own_variances_hold_the_error_when_the_reference_varies_less(family: str) -> None:
+    """Unpaired, arms independent, the reference's sd a quarter of the others': Welch's p
+    and the ranks' are then further from exact than when the arms vary alike, the case a
+    boundary calibrated only there missed (0.066 of 8,000 null studies, the joint family,
+    before the least favourable variances of ``unequal_sds``). Measured: 0.054 (joint)
+    and 0.055 (Holm) on these 6,000 studies; 0.0492 ± 0.0011 both on 40,000 others
+    (0.031 and 0.035 where the arms vary alike: the price)."""
+    n = 6000
+    x = np.random.default_rng(77).standard_normal((n, len(ARMS), 12))
+    x[:, 0] *= 0.25
+    d = default_design(ARMS, test="unpaired", family=family)
+    rate = float((run_design(d, x, ARMS).claims != 0).any(axis=1).mean())
+    print(f"\nunpaired {family}, the reference's sd 1/4, {n} null studies: FWER {rate:.4f}")
+    assert rate <= _bound(n)
 
 
 def test_own_variance_decisions_live_match_the_simulation() -> None:
