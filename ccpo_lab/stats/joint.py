@@ -268,7 +268,7 @@ def max_test_p(p_mean: NDArray[np.float64], diff: NDArray[np.float64],
     return np.where(same, np.minimum(p_m, p_r), p_m)
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=4)
 def _null_paths(test: JointTest, ns: tuple[int, ...], m: int, width: int,
                 statistic: JointStatistic = "mean", variance: JointVariance = "pooled",
                 sd_ref: float = 1.0) -> NDArray[np.float32]:
