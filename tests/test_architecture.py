@@ -200,7 +200,8 @@ def test_the_lazy_import_check_sees_a_top_level_import() -> None:
 
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("ccpo_lab", "errors", "placement", "textout", "fitted", "atomic"),
+    ("ccpo_lab", "errors", "placement", "textout", "fitted", "atomic",
+     "signals"),
     ("stats", "estimators"),
     ("config",),
     ("runs",),

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ccpo_lab.config.yamlio import atomic_write_json
+from ccpo_lab.signals import deferred
 
 _NAME = re.compile(r"^step-(\d{6,})\.pt$")
 TMP_PREFIX = ".tmp-"
@@ -41,18 +42,22 @@ def latest_checkpoint(folder: Path) -> Path | None:
 
 
 def save_checkpoint(folder: Path, step: int, state: dict[str, Any], keep: int = 2) -> Path:
-    """Write ``state`` as the checkpoint of ``step`` atomically; prune to the newest ``keep``."""
+    """Write ``state`` as the checkpoint of ``step`` atomically; prune to the newest ``keep``.
+
+    A stop signal arriving meanwhile waits for the checkpoint to be whole
+    (:func:`ccpo_lab.signals.deferred`): raised inside ``torch.save`` it tore the write."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     final = checkpoint_path(folder, step)
     tmp = folder / f"{TMP_PREFIX}{final.name}.{os.getpid()}"
     import torch
 
-    with tmp.open("wb") as f:
-        torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, final)
+    with deferred():
+        with tmp.open("wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
     _fsync_dir(folder)
     for _, old in list_checkpoints(folder)[:-keep]:
         old.unlink(missing_ok=True)
