@@ -92,7 +92,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import special, stats
 
-from ccpo_lab.stats.sequential import alpha_spent, unequal_sds
+from ccpo_lab.stats.sequential import alpha_spent, crossing_threshold, unequal_sds
 
 __all__ = ["JOINT_CALIBRATION_PATHS", "MAX_JOINT_COMPARISONS", "RANK_WEIGHT", "STATISTICS",
            "VARIANCES", "JointStatistic", "JointTest", "JointVariance", "default_statistic",
@@ -454,7 +454,7 @@ def _levels(ns: tuple[int, ...], max_seeds: int, alpha: float, m: int, spending:
             else:  # a tied rank p may cross less than is spent: the next look spends it
                 inc = [max(float(spent[k]) - (1.0 - float(np.count_nonzero(al)) / n_paths),
                            0.0) for al in alive]
-            thr = min(_threshold(ev[al, k], int(round(i * n_paths)), t_form)
+            thr = min(crossing_threshold(ev[al, k], int(round(i * n_paths)), not t_form)
                       for ev, al, i in zip(evs, alive, inc, strict=True))
             if t_form:
                 out[k, r - 1] = min(float(2.0 * special.stdtr(df[k], thr)), 1.0)
@@ -463,18 +463,3 @@ def _levels(ns: tuple[int, ...], max_seeds: int, alpha: float, m: int, spending:
             for ev, al in zip(evs, alive, strict=True):
                 al &= ev[:, k] > thr
     return tuple(tuple(float(v) for v in row) for row in out)
-
-
-def _threshold(e: NDArray[np.float32], j: int, t_form: bool) -> float:
-    """The value of ``e`` at or below which exactly its ``j`` smallest lie (the midpoint
-    of two neighbours); for p-values tied across it (a discrete rank p), just below the
-    tie, so fewer cross (never more)."""
-    if j <= 0:
-        return -np.inf
-    if j >= e.size:
-        return np.inf
-    part = np.partition(e, (j - 1, j))
-    lo, hi = float(part[j - 1]), float(part[j])
-    if not t_form and lo == hi:
-        return lo * (1.0 - 1e-5)
-    return 0.5 * (lo + hi)

@@ -76,6 +76,7 @@ __all__ = [
     "WELCH_CALIBRATION_PATHS",
     "alpha_spent",
     "calibrated_levels",
+    "crossing_threshold",
     "futile",
     "information",
     "nominal_table",
@@ -507,7 +508,7 @@ def _calibrated(
                 # are exact, not counted); several: what each has left of the budget
                 left = ([int(round(inc * n_paths))] if len(evs) == 1
                         else [budget - int(c) for c in crossed])
-                thr = min(_threshold(ev[al, k], j)
+                thr = min(crossing_threshold(ev[al, k], j)
                           for ev, al, j in zip(evs, alive, left, strict=True))
                 level = 0.0 if thr == -np.inf else 1.0 if thr == np.inf else to_level(k, thr)
             levels.append(level)
@@ -518,15 +519,21 @@ def _calibrated(
     return tuple(rows)
 
 
-def _threshold(e: NDArray[np.floating[Any]], j: int) -> float:
+def crossing_threshold(e: NDArray[np.floating[Any]], j: int, discrete: bool = False
+                       ) -> float:
     """The value of ``e`` at or below which exactly its ``j`` smallest lie (the midpoint
-    of two neighbours); -inf for ``j <= 0``, inf for all of them."""
+    of two neighbours); -inf for ``j <= 0``, inf for all of them. ``discrete`` (p-values
+    that tie, a rank p): a tie across it puts it just below the tie, so fewer cross
+    (never more)."""
     if j <= 0:
         return -np.inf
     if j >= e.size:
         return np.inf
     part = np.partition(e, (j - 1, j))
-    return 0.5 * (float(part[j - 1]) + float(part[j]))
+    lo, hi = float(part[j - 1]), float(part[j])
+    if discrete and lo == hi:
+        return lo * (1.0 - 1e-5)
+    return 0.5 * (lo + hi)
 
 
 def t_boundary(level: ArrayLike, df: ArrayLike) -> NDArray[np.float64] | float:
