@@ -18,8 +18,10 @@ two equal to the reference). Both designs read exactly the same scores.
   with ``variance: pooled`` (the default before the own variances).
 * Unequal variances (``--unequal``, on by default): null studies where arm ``a``'s sd is
   2 or 4 times the others', or the reference's 1/2 or 1/4 of theirs, normal scores, rho 0
-  and 0.5: the family-wise error of both designs, each variance, when the arms do not
-  vary alike.
+  and 0.5 (``--unequal-rhos``): the family-wise error of both designs, each variance,
+  when the arms do not vary alike. Their means are equal, so these are null studies of
+  ccpo-lab's hypotheses too: an AdaStop level that is "level-corrected" for a test of
+  means must hold its error on them as well (docs/adaptive-seeds.md).
 * AdaStop 0.1.3 (``MultipleAgentsComparator(n=3, K=4, B, comparisons=[(0, i)])``) at
   alpha 0.025 and 0.05 (``--adastop-alphas``; the first is the level-corrected one the
   power differences are paired with: its 0.05 lets too much through), installed on
@@ -195,7 +197,7 @@ def unequal(py: Path, args: argparse.Namespace, rng: np.random.Generator, tmp: P
     """FWER of null studies where arm ``a`` has ``ratio`` times the others' sd, or the
     reference 1/2 or 1/4 of theirs."""
     out: dict[str, dict[str, float]] = {}
-    for rho in RHOS:
+    for rho in args.unequal_rhos:
         for arm, ratio in ((1, 2.0), (1, 4.0), (0, 0.5), (0, 0.25)):
             x = studies("normal", rho, (0.0,) * len(ARMS), args.studies, rng)
             x[:, arm] *= ratio
@@ -212,6 +214,27 @@ def unequal(py: Path, args: argparse.Namespace, rng: np.random.Generator, tmp: P
                 out[key][name] = {"fwer": fw.mean(), "fwer_se": fw.std() / np.sqrt(fw.size)}
                 print(f"  {name:28s} FWER {fw.mean():.3f}±{fw.std() / np.sqrt(fw.size):.3f}")
             sys.stdout.flush()
+    return out
+
+
+def sizes(figures: dict[str, Any]) -> dict[str, tuple[float, float, str]]:
+    """Each design's size on the independent rows: its largest FWER over their null studies,
+    the equal-spread rows (``dist, rho 0``) and the unequal ones (``normal, rho 0, sd of
+    ...``): ``name -> (FWER, its se, the row)``. Every one of those studies has equal
+    means, so a test of means is held to alpha on all of them; an AdaStop level is
+    level-corrected where its size is at most alpha. ccpo-lab's unpaired default is named
+    ``ccpo-lab (unpaired, own)`` in both kinds of row."""
+    rows: list[tuple[str, dict[str, Any]]] = [
+        (k, v) for k, v in figures.items() if k.endswith(", rho 0") and isinstance(v, dict)]
+    rows += [(k, v) for k, v in figures.get("unequal", {}).items() if ", rho 0," in k]
+    out: dict[str, tuple[float, float, str]] = {}
+    for row, designs in rows:
+        for name, r in designs.items():
+            key = "ccpo-lab (unpaired, own)" if name == "ccpo-lab (unpaired)" else name
+            if not (key.startswith("AdaStop") or key.startswith("ccpo-lab (unpaired")):
+                continue
+            if key not in out or float(r["fwer"]) > out[key][0]:
+                out[key] = (float(r["fwer"]), float(r["fwer_se"]), row)
     return out
 
 
@@ -241,6 +264,8 @@ def main() -> None:
     ap.add_argument("--unequal", action=argparse.BooleanOptionalAction, default=True,
                     help="also the null studies with one arm 2 or 4 times as variable, or "
                     "the reference 1/2 or 1/4")
+    ap.add_argument("--unequal-rhos", default="0,0.5",
+                    help="the seed correlations of those studies, comma-separated")
     ap.add_argument("--adastop-alphas", default="0.025,0.05",
                     help="AdaStop's levels, comma-separated; the first is the one the "
                     "power differences are paired with (level-corrected)")
@@ -253,6 +278,7 @@ def main() -> None:
     if args.quick:
         args.studies, args.b = 60, 500
     args.alphas = tuple(float(a) for a in args.adastop_alphas.split(","))
+    args.unequal_rhos = tuple(float(r) for r in args.unequal_rhos.split(","))
     rows = [(d, r) for d in DISTS for r in RHOS]
     if args.rows != "all":
         rows = [(d, float(r)) for d, r in (x.split(":") for x in args.rows.split(","))]
@@ -293,6 +319,11 @@ def main() -> None:
             sys.stdout.flush()
         if args.unequal:
             figures["unequal"] = unequal(py, args, rng, tmp, t0)
+    figures["size"] = sizes(figures)
+    print("\nsize: the largest FWER over every null row above (the unpaired rows' declared "
+          "test, rho 0)")
+    for name, (fw, se, row) in figures["size"].items():
+        print(f"  {name:28s} {fw:.3f}±{se:.3f}  ({row})")
     print(f"\n({time.perf_counter() - t0:.0f} s)")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1, default=float))

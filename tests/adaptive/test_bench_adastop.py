@@ -41,3 +41,28 @@ def test_the_summary_pairs_power_with_the_reference_design() -> None:
     r = b.summarise(*res, res[1])
     assert r["p1_d"] == 0.0 and r["p2"] > 0.8 and 0.0 <= r["fwer"] <= 0.15
     assert 20 <= r["s0"] <= 60 and "±" in b.row_text("x", r)
+
+
+def test_the_size_is_the_largest_null_error_over_equal_and_unequal_rows() -> None:
+    b = _bench()
+
+    def r(fw: float) -> dict[str, float]:
+        return {"fwer": fw, "fwer_se": 0.01}
+
+    figures = {
+        "normal, rho 0": {"AdaStop 0.01": r(0.03), "ccpo-lab (unpaired)": r(0.04),
+                          "ccpo-lab (paired)": r(0.30)},
+        "bimodal, rho 0": {"AdaStop 0.01": r(0.02), "ccpo-lab (unpaired)": r(0.045)},
+        "normal, rho 0.5": {"AdaStop 0.01": r(0.50), "ccpo-lab (paired)": r(0.04)},
+        "unequal": {
+            "normal, rho 0, sd of a x4": {"AdaStop 0.01": r(0.07),
+                                          "ccpo-lab (unpaired, own)": r(0.03),
+                                          "ccpo-lab (unpaired, pooled)": r(0.11)},
+            "normal, rho 0.5, sd of a x4": {"AdaStop 0.01": r(0.90)},
+        },
+    }
+    size = b.sizes(figures)
+    assert size["AdaStop 0.01"] == (0.07, 0.01, "normal, rho 0, sd of a x4")
+    assert size["ccpo-lab (unpaired, own)"] == (0.045, 0.01, "bimodal, rho 0")
+    assert size["ccpo-lab (unpaired, pooled)"][0] == 0.11
+    assert "ccpo-lab (paired)" not in size  # not the independent rows' declared test
