@@ -31,7 +31,8 @@ two equal to the reference). Both designs read exactly the same scores.
 Printed: per row and design, FWER (null; and false claims on the alternative's equal
 arms), power at +1 and +2 sd, the power difference with AdaStop at the first level with
 its paired Monte-Carlo error, mean seeds (of 60) at the null and the alternative, the
-share of studies that stopped early, and the look at which the +2 sd arm was decided.
+share of studies that stopped early, and the look at which the +2 sd arm was decided;
+last, each design's size on the independent rows (:func:`sizes`).
 ``--quick``: 60 studies a row, AdaStop B 500 (a smoke run, minutes).
 """
 
