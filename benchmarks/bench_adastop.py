@@ -225,8 +225,7 @@ def sizes(figures: dict[str, Any]) -> dict[str, tuple[float, float, str]]:
     means, so a test of means is held to alpha on all of them; an AdaStop level is
     level-corrected where its size is at most alpha. ccpo-lab's unpaired default is named
     ``ccpo-lab (unpaired, own)`` in both kinds of row."""
-    rows: list[tuple[str, dict[str, Any]]] = [
-        (k, v) for k, v in figures.items() if k.endswith(", rho 0") and isinstance(v, dict)]
+    rows = [(k, v) for k, v in figures.items() if k.endswith(", rho 0")]
     rows += [(k, v) for k, v in figures.get("unequal", {}).items() if ", rho 0," in k]
     out: dict[str, tuple[float, float, str]] = {}
     for row, designs in rows:
